@@ -1,0 +1,1 @@
+//! Test harness: a real control plane on loopback (see issue 3).

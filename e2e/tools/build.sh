@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Builds the local control plane the e2e tests run against -- kube-apiserver,
+# kubectl and etcd from the Go module proxy -- and copies Cluster API's CRDs,
+# into a cache directory outside the clone. Prints that directory as the LAST
+# line of stdout; progress goes to stderr:
+#
+#   dir=$(e2e/tools/build.sh | tail -1)
+#   "$dir/bin/kube-apiserver" ...   "$dir/bin/etcd" ...   "$dir/bin/kubectl" ...
+#   "$dir/crds/"*.yaml
+#
+# Cache: ${FERRO_IPAM_CACHE:-$HOME/.cache/ferro-ipam}/k8s-<v>-etcd-<v>-<go version>/
+# A directory counts only if its .complete marker (written last) matches the
+# pinned inputs; otherwise everything is rebuilt in a temporary directory that
+# is renamed into place, so an interrupted build never looks complete.
+# FERRO_IPAM_REBUILD=1 forces a rebuild. Needs only Go (and coreutils).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+log() { printf 'build.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+now_ms() { date +%s%3N; }
+# step NAME CMD...: runs CMD with its stdout sent to stderr and logs its duration.
+step() {
+  local name=$1 t0 t1
+  shift
+  log "$name ..."
+  t0=$(now_ms)
+  "$@" >&2 || die "$name failed"
+  t1=$(now_ms)
+  log "$name done in $(( (t1 - t0) / 1000 )).$(( (t1 - t0) % 1000 / 100 ))s"
+}
+
+command -v go >/dev/null || die "go is not on PATH"
+
+# Pinned versions come from the wrapper modules' go.mod files.
+# mod_version GO_MOD MODULE: the version MODULE is required at in GO_MOD.
+mod_version() {
+  awk -v m="$2" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$1"
+}
+k8s_version=$(mod_version "$here/kube/go.mod" k8s.io/kubernetes)
+etcd_version=$(mod_version "$here/etcd/go.mod" go.etcd.io/etcd/server/v3)
+capi_version=$(mod_version "$here/capi-crds/go.mod" sigs.k8s.io/cluster-api)
+[ -n "$k8s_version" ] || die "no k8s.io/kubernetes version in $here/kube/go.mod"
+[ -n "$etcd_version" ] || die "no go.etcd.io/etcd/server/v3 version in $here/etcd/go.mod"
+[ -n "$capi_version" ] || die "no sigs.k8s.io/cluster-api version in $here/capi-crds/go.mod"
+# Run inside the module so a GOTOOLCHAIN switch is reflected in the key.
+go_version=$(cd "$here/kube" && go env GOVERSION)
+
+cache_root=${FERRO_IPAM_CACHE:-$HOME/.cache/ferro-ipam}
+key="k8s-$k8s_version-etcd-$etcd_version-$go_version"
+dir="$cache_root/$key"
+# Everything that changes the output but not the directory name goes into the
+# stamp (CAPI version, exact module sums, this script's flags).
+build_flags_version=1
+stamp=$(
+  echo "k8s=$k8s_version etcd=$etcd_version capi=$capi_version go=$go_version flags=$build_flags_version"
+  cd "$here" && cat kube/go.mod kube/go.sum etcd/go.mod etcd/go.sum capi-crds/go.mod capi-crds/go.sum | sha256sum
+)
+files=(bin/kube-apiserver bin/kubectl bin/etcd
+  crds/ipam.cluster.x-k8s.io_ipaddressclaims.yaml
+  crds/ipam.cluster.x-k8s.io_ipaddresses.yaml
+  crds/cluster.x-k8s.io_clusters.yaml)
+
+is_complete() {
+  [ "${FERRO_IPAM_REBUILD:-0}" != 1 ] || return 1
+  [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$stamp" ] || return 1
+  local f
+  for f in "${files[@]}"; do [ -s "$dir/$f" ] || return 1; done
+}
+
+if is_complete; then
+  log "cache hit: $dir"
+  echo "$dir"
+  exit 0
+fi
+
+mkdir -p "$cache_root"
+# One build per key at a time; a second caller waits, then finds the cache hit.
+if command -v flock >/dev/null; then
+  exec 9>"$cache_root/.$key.lock"
+  if ! flock -n 9; then
+    log "waiting for another build of $key ..."
+    flock 9
+  fi
+  if is_complete; then
+    log "cache hit (built by another process): $dir"
+    echo "$dir"
+    exit 0
+  fi
+  # Holding the lock, any temporary directory of this key is an interrupted build's.
+  rm -rf "$cache_root/.$key.tmp."*
+fi
+
+log "building $key (Kubernetes $k8s_version, etcd $etcd_version, Cluster API $capi_version CRDs) into $dir"
+log "a cold build downloads ~1 GB of modules and takes several minutes on 2 cores"
+tmp=$(mktemp -d "$cache_root/.$key.tmp.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+mkdir -p "$tmp/bin" "$tmp/crds"
+t_start=$(now_ms)
+
+export CGO_ENABLED=0
+# -s -w: no symbol table/DWARF, as Kubernetes' own release builds; -X: truthful /version.
+k8s_minor=${k8s_version#v1.}
+k8s_minor=${k8s_minor%%.*}
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor -X $pkg.gitTreeState=clean"
+done
+go_build() { # go_build MODULE_DIR OUTPUT PACKAGE LDFLAGS
+  (cd "$here/$1" && go build -trimpath -buildvcs=false -ldflags "$4" -o "$2" "$3")
+}
+
+step "download modules (kube)" bash -c "cd '$here/kube' && go mod download"
+step "download modules (etcd)" bash -c "cd '$here/etcd' && go mod download"
+step "build kube-apiserver" go_build kube "$tmp/bin/kube-apiserver" ./cmd/kube-apiserver "$k8s_ldflags"
+step "build kubectl" go_build kube "$tmp/bin/kubectl" ./cmd/kubectl "$k8s_ldflags"
+step "build etcd" go_build etcd "$tmp/bin/etcd" . "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version"
+step "copy Cluster API $capi_version CRDs" "$here/capi-crds/copy-crds.sh" "$tmp/crds"
+
+# Smoke check before the directory may count as complete. (Output is captured
+# first: with pipefail, `cmd | grep -q` fails when grep exits early and cmd gets SIGPIPE.)
+out=$("$tmp/bin/kube-apiserver" --version) && [ "$out" = "Kubernetes $k8s_version" ] ||
+  die "kube-apiserver --version is not $k8s_version: $out"
+out=$("$tmp/bin/kubectl" version --client) && [[ $out == *"Client Version: $k8s_version"* ]] ||
+  die "kubectl version is not $k8s_version: $out"
+out=$("$tmp/bin/etcd" --version) && [[ $out == *"etcd Version: ${etcd_version#v}"* ]] ||
+  die "etcd --version is not $etcd_version: $out"
+for f in "${files[@]}"; do [ -s "$tmp/$f" ] || die "missing $f"; done
+
+printf '%s\n' "$stamp" >"$tmp/.complete"
+chmod 0755 "$tmp"
+# Replace any stale or partial directory with the finished one.
+if [ -e "$dir" ]; then
+  mv "$dir" "$tmp.old"
+  rm -rf "$tmp.old"
+fi
+mv "$tmp" "$dir"
+trap - EXIT
+log "done in $(( ($(now_ms) - t_start) / 1000 ))s: $(du -sh "$dir" | cut -f1) in $dir"
+for f in bin/kube-apiserver bin/kubectl bin/etcd; do log "  $f $(du -h "$dir/$f" | cut -f1)"; done
+echo "$dir"

@@ -1,0 +1,32 @@
+//! The IP address allocator: pure Rust, no Kubernetes types.
+//!
+//! A pool family's definition ([`FamilySpec`]: addresses, excluded addresses, prefix, gateway,
+//! reserved-address flag) becomes a [`FamilyPool`]: the allocatable addresses laid out as a
+//! linear offset space, and a sparse bitmap of the allocated offsets. Allocating the lowest
+//! free address, a specific address, releasing and looking up are O(log n); counts are O(1)
+//! and exact up to 2^128 addresses. See `docs/allocator.md` for the design.
+//!
+//! This module uses only `std` and relative paths, so it also compiles on its own.
+
+mod bitmap;
+mod container;
+mod entries;
+mod family;
+mod outcome;
+mod pool;
+mod ranges;
+mod runs;
+mod space;
+mod spec;
+mod tally;
+
+pub use self::entries::{
+    EntryError, EntryKind, EntryRange, FamilySplit, parse_entry, split_by_family,
+};
+pub use self::family::Family;
+pub use self::outcome::{AllocateError, Counts, Marked, NotInPool};
+pub use self::pool::{FamilyPool, MAX_LISTED_OUTSIDE};
+pub use self::spec::{FamilySpec, SpecError, SpecField};
+
+#[cfg(test)]
+mod test_support;

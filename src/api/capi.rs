@@ -1,0 +1,155 @@
+//! Cluster API's `IPAddressClaim`, `IPAddress` and `Cluster`, as typed objects whose API
+//! version is chosen at start-up by discovery (`v1beta2` since CAPI 1.11, `v1beta1` before).
+//!
+//! Only the fields ferro-ipam reads or writes are typed; CAPI owns these CRDs.
+
+use kube::core::{ApiResource, GroupVersionKind, Object};
+use serde::{Deserialize, Serialize};
+
+use super::keys::{CLUSTER_GROUP, IPAM_GROUP};
+
+/// The CAPI API version the claims, addresses and clusters are served at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CapiVersion {
+    /// CAPI 1.6 - 1.10: conditions in CAPI's own shape, metav1 conditions under `status.v1beta2`.
+    V1Beta1,
+    /// CAPI 1.11 and later: metav1 conditions, all of `poolRef` required.
+    V1Beta2,
+}
+
+impl CapiVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapiVersion::V1Beta1 => "v1beta1",
+            CapiVersion::V1Beta2 => "v1beta2",
+        }
+    }
+
+    /// The newest version ferro-ipam speaks among those the API server serves.
+    pub fn choose(served: &[String]) -> Option<CapiVersion> {
+        [CapiVersion::V1Beta2, CapiVersion::V1Beta1]
+            .into_iter()
+            .find(|v| served.iter().any(|s| s == v.as_str()))
+    }
+
+    fn resource(self, group: &str, kind: &str, plural: &str) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, self.as_str(), kind),
+            plural,
+        )
+    }
+
+    pub fn claim_resource(self) -> ApiResource {
+        self.resource(IPAM_GROUP, "IPAddressClaim", "ipaddressclaims")
+    }
+
+    pub fn address_resource(self) -> ApiResource {
+        self.resource(IPAM_GROUP, "IPAddress", "ipaddresses")
+    }
+
+    pub fn cluster_resource(self) -> ApiResource {
+        self.resource(CLUSTER_GROUP, "Cluster", "clusters")
+    }
+}
+
+/// `spec.poolRef` of a claim or address. `apiGroup` may be missing on `v1beta1` objects.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_group: Option<String>,
+    pub kind: String,
+    pub name: String,
+}
+
+/// A reference by name to an object in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct LocalReference {
+    #[serde(default)]
+    pub name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    pub pool_ref: PoolReference,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_ref: Option<LocalReference>,
+    /// Kept as JSON: its shape differs between `v1beta1` and `v1beta2`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<serde_json::Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AddressSpec {
+    pub claim_ref: LocalReference,
+    pub pool_ref: PoolReference,
+    pub address: String,
+    pub prefix: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+}
+
+/// `IPAddress` has no status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct NoStatus {}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoint: Option<ApiEndpoint>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ApiEndpoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+pub type IPAddressClaim = Object<ClaimSpec, ClaimStatus>;
+pub type IPAddress = Object<AddressSpec, NoStatus>;
+pub type Cluster = Object<ClusterSpec, serde_json::Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_served_version_is_chosen() {
+        let both = vec![
+            "v1alpha1".to_owned(),
+            "v1beta1".to_owned(),
+            "v1beta2".to_owned(),
+        ];
+        assert_eq!(CapiVersion::choose(&both), Some(CapiVersion::V1Beta2));
+        let old = vec!["v1alpha1".to_owned(), "v1beta1".to_owned()];
+        assert_eq!(CapiVersion::choose(&old), Some(CapiVersion::V1Beta1));
+        assert_eq!(CapiVersion::choose(&["v1alpha1".to_owned()]), None);
+    }
+
+    #[test]
+    fn v1beta1_claim_without_api_group_parses() {
+        let claim: IPAddressClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ipam.cluster.x-k8s.io/v1beta1",
+            "kind": "IPAddressClaim",
+            "metadata": {"name": "vm-0-0", "namespace": "default"},
+            "spec": {"poolRef": {"kind": "InClusterIPPool", "name": "pool"}}
+        }))
+        .expect("a v1beta1 claim parses");
+        assert_eq!(claim.spec.pool_ref.api_group, None);
+        assert_eq!(claim.spec.pool_ref.name, "pool");
+    }
+}

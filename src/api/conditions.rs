@@ -1,0 +1,58 @@
+//! The `Ready` condition of claims and pools, and its reasons.
+
+/// Reasons of a claim's `Ready` condition, as the CAPI IPAM contract names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimReason {
+    /// The address is allocated and written.
+    Allocated,
+    /// The pool is missing, paused, being deleted or invalid.
+    PoolNotReady,
+    /// The pool has no free address.
+    PoolExhausted,
+    /// Anything else (a requested address is taken, an API error).
+    AllocationFailed,
+    /// The claim waits for its Cluster (paused or missing).
+    Paused,
+}
+
+impl ClaimReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimReason::Allocated => "Allocated",
+            ClaimReason::PoolNotReady => "PoolNotReady",
+            ClaimReason::PoolExhausted => "PoolExhausted",
+            ClaimReason::AllocationFailed => "AllocationFailed",
+            ClaimReason::Paused => "Paused",
+        }
+    }
+}
+
+/// Reasons of a pool's `Ready` condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolReason {
+    /// The spec is valid and every allocated address lies in the pool.
+    Valid,
+    /// The spec cannot be turned into addresses (see the message).
+    InvalidSpec,
+    /// Some allocated addresses are no longer inside the pool (it was shrunk).
+    AddressesOutOfRange,
+    /// No free address is left.
+    Exhausted,
+    /// One address is held by more than one `IPAddress`.
+    AddressConflict,
+    /// The pool is being deleted but addresses still reference it.
+    Deleting,
+}
+
+impl PoolReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolReason::Valid => "Valid",
+            PoolReason::InvalidSpec => "InvalidSpec",
+            PoolReason::AddressesOutOfRange => "AddressesOutOfRange",
+            PoolReason::Exhausted => "Exhausted",
+            PoolReason::AddressConflict => "AddressConflict",
+            PoolReason::Deleting => "Deleting",
+        }
+    }
+}

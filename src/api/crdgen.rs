@@ -1,0 +1,106 @@
+//! The pool CRDs, generated from the Rust types: `ferro-ipam crds` prints them and `crds/`
+//! holds that output (a test fails when it is stale).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use kube::core::crd::merge_crds;
+use std::collections::BTreeMap;
+
+use super::keys::{GLOBAL_IN_CLUSTER_IP_POOL, MOVE_HIERARCHY_LABEL};
+use super::pool::InClusterIPPool;
+
+/// The retired `v1alpha1` shape, kept in the CRD (not served) so that the API server accepts the
+/// CRD on clusters whose `status.storedVersions` still lists it (upgraded from the in-cluster
+/// provider). Nothing reads or writes it.
+mod v1alpha1 {
+    use kube::CustomResource;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
+    #[kube(
+        group = "ipam.cluster.x-k8s.io",
+        version = "v1alpha1",
+        kind = "InClusterIPPool",
+        root = "InClusterIPPoolV1Alpha1",
+        namespaced,
+        category = "cluster-api",
+        status = "super::super::pool::IPPoolStatus"
+    )]
+    #[serde(rename_all = "camelCase")]
+    pub struct Spec {
+        pub addresses: Option<Vec<String>>,
+        pub subnet: Option<String>,
+        pub start: Option<String>,
+        pub end: Option<String>,
+        #[schemars(range(max = 128))]
+        pub prefix: Option<i32>,
+        pub gateway: Option<String>,
+    }
+}
+
+/// The `InClusterIPPool` CRD: `v1alpha2` served and stored, `v1alpha1` kept but not served.
+pub fn in_cluster_ip_pool() -> CustomResourceDefinition {
+    let mut old = v1alpha1::InClusterIPPoolV1Alpha1::crd();
+    for version in &mut old.spec.versions {
+        version.served = false;
+        version.storage = false;
+        version.deprecated = Some(true);
+        version.deprecation_warning =
+            Some("ipam.cluster.x-k8s.io/v1alpha1 pools are not served; use v1alpha2".to_owned());
+    }
+    let mut crd = merge_crds(vec![old, InClusterIPPool::crd()], "v1alpha2")
+        .expect("both versions describe the same kind");
+    crd.metadata.labels = Some(BTreeMap::from([(
+        MOVE_HIERARCHY_LABEL.to_owned(),
+        String::new(),
+    )]));
+    crd
+}
+
+/// The `GlobalInClusterIPPool` CRD: the same schema, cluster-scoped.
+pub fn global_in_cluster_ip_pool() -> CustomResourceDefinition {
+    let mut crd = in_cluster_ip_pool();
+    crd.metadata.name = Some("globalinclusterippools.ipam.cluster.x-k8s.io".to_owned());
+    crd.spec.scope = "Cluster".to_owned();
+    let names = &mut crd.spec.names;
+    names.kind = GLOBAL_IN_CLUSTER_IP_POOL.to_owned();
+    names.list_kind = Some(format!("{GLOBAL_IN_CLUSTER_IP_POOL}List"));
+    names.plural = "globalinclusterippools".to_owned();
+    names.singular = Some("globalinclusterippool".to_owned());
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema.description = Some(
+                "GlobalInClusterIPPool is a cluster-scoped pool: IPAddressClaims in any namespace may reference it."
+                    .to_owned(),
+            );
+        }
+    }
+    crd
+}
+
+/// Each CRD as a YAML document, with the file name it has under `crds/`.
+pub fn files() -> Vec<(String, String)> {
+    [in_cluster_ip_pool(), global_in_cluster_ip_pool()]
+        .iter()
+        .map(|crd| {
+            let name = format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("crd"));
+            (
+                name,
+                format!(
+                    "---\n{}",
+                    serde_saphyr::to_string(crd).expect("a CRD serializes to YAML")
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Both CRDs, as the multi-document YAML that `ferro-ipam crds` prints.
+pub fn all_yaml() -> String {
+    files().into_iter().map(|(_, yaml)| yaml).collect()
+}

@@ -1,0 +1,35 @@
+//! Well-known names: API group, finalizers, labels and annotations.
+//!
+//! The values shared with Cluster API and the in-cluster provider are fixed by those projects;
+//! ours live under `ipam.cluster.x-k8s.io` too so that one prefix covers everything a user sees.
+
+/// API group of the pools and of CAPI's claims and addresses.
+pub const IPAM_GROUP: &str = "ipam.cluster.x-k8s.io";
+/// API group of CAPI's `Cluster`.
+pub const CLUSTER_GROUP: &str = "cluster.x-k8s.io";
+
+/// Kinds of pool this provider serves.
+pub const IN_CLUSTER_IP_POOL: &str = "InClusterIPPool";
+pub const GLOBAL_IN_CLUSTER_IP_POOL: &str = "GlobalInClusterIPPool";
+
+/// Finalizer on a claim until its address is released.
+pub const RELEASE_ADDRESS_FINALIZER: &str = "ipam.cluster.x-k8s.io/ReleaseAddress";
+/// Finalizer on an `IPAddress` so that it is not deleted while its claim lives.
+pub const PROTECT_ADDRESS_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddress";
+/// Finalizer on a pool while any `IPAddress` references it.
+pub const PROTECT_POOL_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectPool";
+/// Lets a pool be deleted although addresses reference it (used by `clusterctl move`).
+pub const SKIP_DELETE_PROTECTION_ANNOTATION: &str =
+    "ipam.cluster.x-k8s.io/skip-validate-delete-webhook";
+
+/// CAPI: the cluster an object belongs to.
+pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
+/// CAPI: an object (claim, pool or Cluster) that controllers must leave alone.
+pub const PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
+/// CAPI: selects the objects a controller instance watches (`--watch-filter`).
+pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
+/// clusterctl: moves the pools along with the objects that reference them.
+pub const MOVE_HIERARCHY_LABEL: &str = "clusterctl.cluster.x-k8s.io/move-hierarchy";
+
+/// Name of the field manager ferro-ipam writes with.
+pub const FIELD_MANAGER: &str = "ferro-ipam";

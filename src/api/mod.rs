@@ -1,0 +1,13 @@
+//! Kubernetes types: the pool CRDs ferro-ipam owns, and the Cluster API types it serves.
+//!
+//! Nothing in here talks to an API server; controllers live in `crate::controller`.
+
+pub mod capi;
+pub mod conditions;
+pub mod crdgen;
+pub mod keys;
+pub mod pool;
+pub mod validation;
+
+pub use capi::{CapiVersion, IPAddress, IPAddressClaim, PoolReference};
+pub use pool::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};

@@ -1,0 +1,214 @@
+//! `InClusterIPPool` and `GlobalInClusterIPPool`, version `v1alpha2`: every field of the
+//! in-cluster provider's pools, plus status conditions and exact per-family counts.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use kube::CustomResource;
+use kube::core::{ClusterResourceScope, Resource, TypeMeta};
+use schemars::{JsonSchema, Schema};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use super::keys::{GLOBAL_IN_CLUSTER_IP_POOL, IPAM_GROUP};
+use super::validation;
+
+/// Longest string a pool entry may be: an IPv6 range of two full-length addresses.
+const MAX_ENTRY_LENGTH: u32 = 100;
+/// Most entries a list of a pool may hold; bounds the cost of the CEL rules.
+pub const MAX_ENTRIES: u32 = 1024;
+
+/// The addresses a pool hands out. Shared by both pool kinds.
+// clippy reads the repeated `type_ = ...` of the print columns as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "ipam.cluster.x-k8s.io",
+    version = "v1alpha2",
+    kind = "InClusterIPPool",
+    namespaced,
+    status = "IPPoolStatus",
+    category = "cluster-api",
+    doc = "InClusterIPPool hands out IP addresses to IPAddressClaims of its namespace.",
+    printcolumn(
+        name = "Addresses",
+        type_ = "string",
+        json_path = ".spec.addresses",
+        description = "List of addresses, to allocate from"
+    ),
+    printcolumn(
+        name = "Total",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.total",
+        description = "Count of IPs configured for the pool"
+    ),
+    printcolumn(
+        name = "Free",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.free",
+        description = "Count of unallocated IPs in the pool"
+    ),
+    printcolumn(
+        name = "Used",
+        type_ = "integer",
+        json_path = ".status.ipAddresses.used",
+        description = "Count of allocated IPs in the pool"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "Whether the pool can hand out addresses"
+    ),
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = spec_rules)]
+pub struct IPPoolSpec {
+    /// IP addresses the pool hands out: single addresses, ranges `a-b` and CIDRs, all of one
+    /// family, all inside the network of the lowest address with `prefix`. May be non-contiguous.
+    #[schemars(length(max = MAX_ENTRIES), inner(length(min = 1, max = MAX_ENTRY_LENGTH)), transform = addresses_rules)]
+    pub addresses: Vec<String>,
+
+    /// Network prefix length written to every allocated `IPAddress` (0-32 for IPv4, 0-128 for IPv6).
+    #[schemars(range(min = 0, max = 128))]
+    pub prefix: i32,
+
+    /// Gateway written to every allocated `IPAddress`; never handed out itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENTRY_LENGTH))]
+    pub gateway: Option<String>,
+
+    /// Addresses, ranges or CIDRs never handed out, although inside `addresses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENTRIES), inner(length(min = 1, max = MAX_ENTRY_LENGTH)), transform = excluded_rules)]
+    pub excluded_addresses: Option<Vec<String>>,
+
+    /// Hand out the network address (the first of `<lowest>/<prefix>`) and, for IPv4, the
+    /// broadcast address too. Off by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "allocateReservedIPAddresses")]
+    pub allocate_reserved_ip_addresses: Option<bool>,
+
+    /// Seconds an address stays reserved after its claim is deleted, before it can be handed out
+    /// again. The claim's deletion is held for that long. Unset or 0: reusable at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub address_reuse_grace_period_seconds: Option<i32>,
+}
+
+/// Observed state of a pool.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IPPoolStatus {
+    /// Address counts, as the in-cluster provider reports them. Counts beyond the int64 range
+    /// (large IPv6 pools) saturate at its maximum; `families` has the exact figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_addresses: Option<IPAddressCounts>,
+
+    /// Exact counts per address family, as decimal strings (an IPv6 pool can hold 2^128).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["family"]))]
+    pub families: Vec<FamilyCounts>,
+
+    /// `Ready` tells whether the pool can hand out addresses, and why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Pool-wide counts, compatible with the in-cluster provider's status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IPAddressCounts {
+    /// Addresses the pool can hand out (excluded, reserved and gateway addresses not counted).
+    pub total: i64,
+    /// `IPAddress` objects that reference the pool, out-of-range ones included.
+    pub used: i64,
+    /// Addresses still free to hand out.
+    pub free: i64,
+    /// `IPAddress` objects that reference the pool but whose address is not in it (any more).
+    pub out_of_range: i64,
+}
+
+/// Exact counts for one address family, as decimal strings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FamilyCounts {
+    /// `IPv4` or `IPv6`.
+    pub family: String,
+    pub total: String,
+    pub used: String,
+    pub free: String,
+    pub out_of_range: String,
+}
+
+/// The cluster-scoped pool: claims in any namespace may reference it.
+/// Same spec and status as [`InClusterIPPool`].
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct GlobalInClusterIPPool {
+    #[serde(flatten, default)]
+    pub types: Option<TypeMeta>,
+    pub metadata: ObjectMeta,
+    pub spec: IPPoolSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<IPPoolStatus>,
+}
+
+impl GlobalInClusterIPPool {
+    pub fn new(name: &str, spec: IPPoolSpec) -> Self {
+        Self {
+            types: Some(TypeMeta {
+                api_version: Self::api_version(&()).into_owned(),
+                kind: Self::kind(&()).into_owned(),
+            }),
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+}
+
+impl Resource for GlobalInClusterIPPool {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        GLOBAL_IN_CLUSTER_IP_POOL.into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        IPAM_GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1alpha2".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "globalinclusterippools".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn apply_rules(schema: &mut Schema, rules: Vec<kube::core::Rule>) {
+    for rule in rules {
+        kube::core::validate(schema, rule).expect("a CEL rule serializes to JSON");
+    }
+}
+
+fn spec_rules(schema: &mut Schema) {
+    apply_rules(schema, validation::spec_rules());
+}
+
+fn addresses_rules(schema: &mut Schema) {
+    apply_rules(schema, validation::addresses_rules());
+}
+
+fn excluded_rules(schema: &mut Schema) {
+    apply_rules(schema, validation::excluded_rules());
+}

@@ -1,0 +1,375 @@
+//! The claim controller: fulfils `IPAddressClaim`s that reference our pools, in the order the
+//! CAPI IPAM contract gives: gate (pause rules) -> finalizer -> address -> status; and on
+//! deletion: grace period -> delete the address -> free it -> drop the finalizer.
+//!
+//! Each step's decision is a pure function in its own module; this file only loads, calls and
+//! writes.
+
+mod address;
+#[cfg(test)]
+pub(crate) mod fixtures;
+mod gate;
+mod release;
+mod status;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use serde_json::Value;
+use tracing::{debug, info};
+
+use crate::api::capi::{IPAddress, IPAddressClaim};
+use crate::api::conditions::ClaimReason;
+use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
+use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, Request};
+
+use super::context::Context;
+use super::error::{Error, Result, status_code};
+use super::finalizers;
+
+use gate::Gate;
+pub use gate::{ClusterState, cluster_is_paused, cluster_name};
+use status::Readiness;
+
+/// How long a claim that waits for something the watches will announce sleeps at most anyway.
+const RECHECK: Duration = Duration::from_secs(600);
+
+/// Reconciles one claim.
+pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<Action> {
+    let namespace = claim.namespace().unwrap_or_default();
+    let Some(pool_key) = PoolKey::from_reference(&namespace, &claim.spec.pool_ref) else {
+        return Ok(Action::await_change());
+    };
+    ctx.index.wait_ready().await;
+    let holder = HolderKey::new(&namespace, &claim.name_any());
+    let cluster_name = cluster_name(&claim);
+    let cluster = match &ctx.clusters {
+        Some(_) => ClusterState::of(
+            cluster_name.clone(),
+            ctx.cached_cluster(&namespace, cluster_name.as_deref().unwrap_or_default())
+                .as_deref(),
+        ),
+        None => ClusterState::Unnamed,
+    };
+    let pool = ctx.index.pool_facts(&pool_key);
+    if let Gate::Hold(why) = gate::gate(&claim, &cluster, pool.as_ref()) {
+        debug!(claim = %holder, %why, "leaving the claim alone for now");
+        ctx.index.wait_for_pool(&pool_key, &holder);
+        return Ok(Action::await_change());
+    }
+    if let Some(deleted_at) = &claim.metadata.deletion_timestamp {
+        return release(
+            &claim,
+            &pool_key,
+            &holder,
+            pool.as_ref(),
+            deleted_at.0,
+            &ctx,
+        )
+        .await;
+    }
+    if let Some(patch) = finalizers::with_finalizer(claim.as_ref(), RELEASE_ADDRESS_FINALIZER) {
+        patch_claim(&ctx, &claim, &patch).await?;
+        // The patch brings the claim back through the watch with the finalizer in place.
+        return Ok(Action::await_change());
+    }
+    let outcome = fulfil(
+        &claim,
+        &pool_key,
+        &holder,
+        pool.as_ref(),
+        cluster_name.as_deref(),
+        &ctx,
+    )
+    .await;
+    let (readiness, address_name, action) = match outcome {
+        Ok(Fulfilled::Written(ip)) => (
+            Readiness::allocated(&ip.to_string()),
+            Some(claim.name_any()),
+            Action::await_change(),
+        ),
+        Ok(Fulfilled::Pending) => return Ok(Action::requeue(Duration::from_secs(2))),
+        Err(Failure::NotReady(reason, message)) => {
+            ctx.index.wait_for_pool(&pool_key, &holder);
+            (
+                Readiness::failed(reason, message),
+                None,
+                Action::requeue(RECHECK),
+            )
+        }
+        Err(Failure::Api(error)) => {
+            let readiness = Readiness::failed(ClaimReason::AllocationFailed, error.to_string());
+            write_status(&ctx, &claim, None, &readiness).await?;
+            return Err(error);
+        }
+    };
+    write_status(&ctx, &claim, address_name.as_deref(), &readiness).await?;
+    Ok(action)
+}
+
+/// What fulfilling a claim came to.
+enum Fulfilled {
+    /// The claim's `IPAddress` exists with this address.
+    Written(IpAddr),
+    /// Its old `IPAddress` is on its way out; it is recreated once gone.
+    Pending,
+}
+
+enum Failure {
+    /// The claim cannot be served now: reason and message for its `Ready` condition.
+    NotReady(ClaimReason, String),
+    /// The API server failed a request.
+    Api(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure::Api(error)
+    }
+}
+
+fn not_ready(error: AllocError, pool: &PoolKey) -> Failure {
+    let reason = match &error {
+        AllocError::Exhausted(_) => ClaimReason::PoolExhausted,
+        AllocError::PoolMissing | AllocError::PoolInvalid(_) => ClaimReason::PoolNotReady,
+        AllocError::FamilyNotInPool(_) | AllocError::Requested { .. } => {
+            ClaimReason::AllocationFailed
+        }
+    };
+    let mut message = format!("{pool}: {error}");
+    if reason == ClaimReason::PoolExhausted {
+        message
+            .push_str("; the claim is served as soon as an address is released or the pool grows");
+    }
+    Failure::NotReady(reason, message)
+}
+
+/// Step 3: make sure the claim's `IPAddress` exists and records an address of its pool.
+async fn fulfil(
+    claim: &IPAddressClaim,
+    pool_key: &PoolKey,
+    holder: &HolderKey,
+    pool: Option<&PoolFacts>,
+    cluster: Option<&str>,
+    ctx: &Context,
+) -> Result<Fulfilled, Failure> {
+    let pool = match pool {
+        None => {
+            return Err(Failure::NotReady(
+                ClaimReason::PoolNotReady,
+                format!("{pool_key} not found"),
+            ));
+        }
+        Some(p) if p.deleting => {
+            return Err(Failure::NotReady(
+                ClaimReason::PoolNotReady,
+                format!("{pool_key} is being deleted"),
+            ));
+        }
+        Some(p) => p,
+    };
+    let spec = ctx.index.pool_spec(pool_key).unwrap_or_default();
+    let side = address::PoolSide {
+        key: pool_key.clone(),
+        uid: pool.uid.clone(),
+        prefix: spec.prefix,
+        gateway: spec.gateway.filter(|g| !g.is_empty()),
+    };
+    if let Some(existing) = ctx.cached_address(&holder.namespace, &holder.name) {
+        return keep(claim, &existing, &side, holder, cluster, ctx).await;
+    }
+    let ip = ctx
+        .index
+        .allocate(pool_key, holder, Request::default())
+        .map_err(|e| not_ready(e, pool_key))?;
+    let desired = address::desired(
+        claim,
+        &ctx.claim_resource,
+        &ctx.address_resource,
+        &side,
+        ip,
+        cluster,
+    );
+    match ctx
+        .address_api(&holder.namespace)
+        .create(&PostParams::default(), &desired)
+        .await
+    {
+        Ok(_) => {
+            info!(claim = %holder, %ip, pool = %pool_key, "allocated");
+            Ok(Fulfilled::Written(ip))
+        }
+        Err(error) if status_code(&error) == Some(409) => {
+            // An IPAddress of this name exists that the watch has not shown yet: adopt it.
+            let existing = ctx
+                .address_api(&holder.namespace)
+                .get(&holder.name)
+                .await
+                .map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?;
+            keep(claim, &existing, &side, holder, cluster, ctx).await
+        }
+        // The claim keeps its hold on the address: a create that failed on the wire may still
+        // have been stored, and the next attempt uses the same address.
+        Err(error) => Err(Error::kube(format!("creating IPAddress {holder}"), error).into()),
+    }
+}
+
+/// An `IPAddress` of the claim's name exists: adopt it, or let it go and recreate it.
+async fn keep(
+    claim: &IPAddressClaim,
+    existing: &IPAddress,
+    pool: &address::PoolSide,
+    holder: &HolderKey,
+    cluster: Option<&str>,
+    ctx: &Context,
+) -> Result<Fulfilled, Failure> {
+    if !address::belongs_to(existing, claim, &pool.key) {
+        return Err(Failure::NotReady(
+            ClaimReason::AllocationFailed,
+            format!(
+                "IPAddress {holder} already exists for claim {:?} of {} {:?}; delete it or give the claim another name",
+                existing.spec.claim_ref.name,
+                existing.spec.pool_ref.kind,
+                existing.spec.pool_ref.name
+            ),
+        ));
+    }
+    let ip: IpAddr = existing.spec.address.parse().map_err(|_| {
+        Failure::NotReady(
+            ClaimReason::AllocationFailed,
+            format!(
+                "IPAddress {holder} records {:?}, which is not an IP address",
+                existing.spec.address
+            ),
+        )
+    })?;
+    // The claim takes over the object's hold, so the address stays reserved whatever happens
+    // to the object.
+    ctx.index
+        .allocate(
+            &pool.key,
+            holder,
+            Request {
+                address: Some(ip),
+                ..Request::default()
+            },
+        )
+        .map_err(|e| not_ready(e, &pool.key))?;
+    if existing.metadata.deletion_timestamp.is_some() {
+        // Deleted by hand while the claim lives: let it go, then recreate it with the same address.
+        if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
+            patch_address(ctx, holder, &patch).await?;
+        }
+        info!(claim = %holder, %ip, "IPAddress deleted while its claim lives; recreating it with the same address");
+        return Ok(Fulfilled::Pending);
+    }
+    if let Some(patch) =
+        address::adoption_patch(existing, claim, &ctx.claim_resource, pool, cluster)
+    {
+        patch_address(ctx, holder, &patch).await?;
+        info!(claim = %holder, %ip, "adopted an existing IPAddress");
+    }
+    Ok(Fulfilled::Written(ip))
+}
+
+/// Step 5: a deleted claim gives its address back.
+async fn release(
+    claim: &IPAddressClaim,
+    pool_key: &PoolKey,
+    holder: &HolderKey,
+    pool: Option<&PoolFacts>,
+    deleted_at: Timestamp,
+    ctx: &Context,
+) -> Result<Action> {
+    if !claim
+        .finalizers()
+        .iter()
+        .any(|f| f == RELEASE_ADDRESS_FINALIZER)
+    {
+        return Ok(Action::await_change());
+    }
+    if let release::Release::WaitGracePeriod(left) =
+        release::plan(deleted_at, pool, Timestamp::now())
+    {
+        debug!(claim = %holder, ?left, "holding the address for the pool's reuse grace period");
+        return Ok(Action::requeue(left));
+    }
+    let api = ctx.address_api(&holder.namespace);
+    let existing = match ctx.cached_address(&holder.namespace, &holder.name) {
+        Some(cached) => Some((*cached).clone()),
+        None => api
+            .get_opt(&holder.name)
+            .await
+            .map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?,
+    };
+    if let Some(existing) = existing.filter(|a| address::belongs_to(a, claim, pool_key)) {
+        if let Some(patch) = finalizers::without_finalizer(&existing, PROTECT_ADDRESS_FINALIZER) {
+            patch_address(ctx, holder, &patch).await?;
+        }
+        match api.delete(&holder.name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if status_code(&e) == Some(404) => {}
+            Err(e) => return Err(Error::kube(format!("deleting IPAddress {holder}"), e)),
+        }
+        info!(claim = %holder, address = %existing.spec.address, "released");
+    }
+    ctx.index.release_claim(pool_key, holder);
+    if let Some(patch) = finalizers::without_finalizer(claim, RELEASE_ADDRESS_FINALIZER) {
+        match patch_claim(ctx, claim, &patch).await {
+            Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) => {}
+            other => other?,
+        }
+    }
+    Ok(Action::await_change())
+}
+
+async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Result<()> {
+    let name = claim.name_any();
+    ctx.claim_api(&claim.namespace().unwrap_or_default())
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| Error::kube(format!("updating finalizers of IPAddressClaim {name}"), e))?;
+    Ok(())
+}
+
+async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Result<()> {
+    ctx.address_api(&holder.namespace)
+        .patch(&holder.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| Error::kube(format!("updating IPAddress {holder}"), e))?;
+    Ok(())
+}
+
+/// Step 4: `status.addressRef` and `Ready`, and an Event when the claim turns not ready.
+async fn write_status(
+    ctx: &Context,
+    claim: &IPAddressClaim,
+    address_name: Option<&str>,
+    readiness: &Readiness,
+) -> Result<()> {
+    let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, Timestamp::now())
+    else {
+        return Ok(());
+    };
+    let name = claim.name_any();
+    ctx.claim_api(&claim.namespace().unwrap_or_default())
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("writing the status of IPAddressClaim {name}"), e))?;
+    if !readiness.ready {
+        ctx.publish(
+            claim,
+            &ctx.claim_resource,
+            true,
+            readiness.reason.as_str(),
+            readiness.message.clone(),
+        )
+        .await;
+    }
+    Ok(())
+}

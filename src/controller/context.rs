@@ -1,0 +1,77 @@
+//! What every reconcile shares: the client, the index, the stores and the event recorder.
+
+use kube::core::ApiResource;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+use tracing::warn;
+
+use crate::api::CapiVersion;
+use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
+use crate::index::Index;
+
+/// Shared state of the controllers.
+pub struct Context {
+    pub client: Client,
+    pub index: Index,
+    pub capi: CapiVersion,
+    pub claim_resource: ApiResource,
+    pub address_resource: ApiResource,
+    pub addresses: Store<IPAddress>,
+    /// None when the API server serves no CAPI `Cluster` (then no claim waits for one).
+    pub clusters: Option<Store<Cluster>>,
+    pub recorder: Recorder,
+}
+
+impl Context {
+    pub fn claim_api(&self, namespace: &str) -> Api<IPAddressClaim> {
+        Api::namespaced_with(self.client.clone(), namespace, &self.claim_resource)
+    }
+
+    pub fn address_api(&self, namespace: &str) -> Api<IPAddress> {
+        Api::namespaced_with(self.client.clone(), namespace, &self.address_resource)
+    }
+
+    /// The `IPAddress` of this name, as the watch last saw it.
+    pub fn cached_address(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<IPAddress>> {
+        self.addresses
+            .get(&ObjectRef::new_with(name, self.address_resource.clone()).within(namespace))
+    }
+
+    /// The Cluster of this name, as the watch last saw it.
+    pub fn cached_cluster(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Cluster>> {
+        let clusters = self.clusters.as_ref()?;
+        clusters.find(|c| c.name_any() == name && c.namespace().as_deref() == Some(namespace))
+    }
+
+    /// Records an Event on an object. A failure to record is logged, never fatal.
+    pub async fn publish<K>(
+        &self,
+        object: &K,
+        dyntype: &K::DynamicType,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) where
+        K: Resource,
+    {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .recorder
+            .publish(&event, &object.object_ref(dyntype))
+            .await
+        {
+            warn!(%error, reason, "could not record an event");
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Which CAPI API versions the API server serves, asked once at start-up.
+
+use anyhow::{Context as _, bail};
+use kube::Client;
+use kube::discovery;
+use tracing::{info, warn};
+
+use crate::api::CapiVersion;
+use crate::api::keys::{CLUSTER_GROUP, IPAM_GROUP};
+
+/// The versions ferro-ipam talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// Of `IPAddressClaim` and `IPAddress`.
+    pub ipam: CapiVersion,
+    /// Of `Cluster`; None when CAPI's core CRDs are not installed.
+    pub cluster: Option<CapiVersion>,
+}
+
+fn versions_serving(group: &kube::discovery::ApiGroup, kind: &str) -> Vec<String> {
+    group
+        .versions()
+        .filter(|v| {
+            group
+                .versioned_resources(v)
+                .iter()
+                .any(|(r, _)| r.kind == kind)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Asks the API server which versions of CAPI's types it serves.
+pub async fn served(client: &Client) -> anyhow::Result<Served> {
+    let ipam = discovery::group(client, IPAM_GROUP)
+        .await
+        .with_context(|| {
+            format!("discovering API group {IPAM_GROUP}: are Cluster API's CRDs installed?")
+        })?;
+    let claim_versions = versions_serving(&ipam, "IPAddressClaim");
+    let Some(ipam_version) = CapiVersion::choose(&claim_versions) else {
+        bail!(
+            "the API server serves IPAddressClaim at {claim_versions:?}; ferro-ipam needs v1beta2 (CAPI >= 1.11) or v1beta1 (CAPI 1.6-1.10)"
+        );
+    };
+    let cluster = match discovery::group(client, CLUSTER_GROUP).await {
+        Ok(group) => CapiVersion::choose(&versions_serving(&group, "Cluster")),
+        Err(error) => {
+            warn!(%error, "no Cluster API core types found: claims will not wait for their Cluster");
+            None
+        }
+    };
+    info!(
+        ipam = ipam_version.as_str(),
+        cluster = cluster.map(CapiVersion::as_str),
+        "discovered Cluster API versions"
+    );
+    Ok(Served {
+        ipam: ipam_version,
+        cluster,
+    })
+}

@@ -1,0 +1,168 @@
+//! The watches that fill the index: `IPAddress` objects become holds, pool objects become
+//! allocators. Each feed also tells the index when its first full listing is done, and diffs
+//! every re-listing so that objects deleted while the watch was down are forgotten.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+
+use kube::ResourceExt;
+use kube::runtime::watcher::Event;
+use tracing::warn;
+
+use crate::api::capi::IPAddress;
+use crate::index::{HoldKind, HolderKey, Index, PoolKey, Trigger};
+
+use super::pool::PoolObject;
+
+/// Feeds `IPAddress` watch events into the index.
+pub struct AddressFeed {
+    index: Index,
+    known: HashMap<HolderKey, PoolKey>,
+    relisted: Option<HashSet<HolderKey>>,
+    listed_once: bool,
+    on_listed: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl AddressFeed {
+    /// `on_listed` runs once, after the first complete listing.
+    pub fn new(index: Index, on_listed: impl FnOnce() + Send + 'static) -> Self {
+        AddressFeed {
+            index,
+            known: HashMap::new(),
+            relisted: None,
+            listed_once: false,
+            on_listed: Some(Box::new(on_listed)),
+        }
+    }
+
+    pub fn apply(&mut self, event: &Event<IPAddress>) {
+        match event {
+            Event::Apply(address) => self.observe(address),
+            Event::Delete(address) => self.forget(&holder_of(address)),
+            Event::Init => self.relisted = Some(HashSet::new()),
+            Event::InitApply(address) => {
+                if let Some(seen) = self.relisted.as_mut() {
+                    seen.insert(holder_of(address));
+                }
+                self.observe(address);
+            }
+            Event::InitDone => {
+                if let Some(seen) = self.relisted.take() {
+                    let gone: Vec<HolderKey> = self
+                        .known
+                        .keys()
+                        .filter(|h| !seen.contains(*h))
+                        .cloned()
+                        .collect();
+                    for holder in gone {
+                        self.forget(&holder);
+                    }
+                }
+                if !self.listed_once {
+                    self.listed_once = true;
+                    if let Some(done) = self.on_listed.take() {
+                        done();
+                    }
+                }
+            }
+        }
+    }
+
+    fn observe(&mut self, address: &IPAddress) {
+        let holder = holder_of(address);
+        let Some(pool) = PoolKey::from_reference(&holder.namespace, &address.spec.pool_ref) else {
+            return;
+        };
+        let ip: Option<IpAddr> = address.spec.address.parse().ok();
+        if ip.is_none() {
+            warn!(address = %holder, value = %address.spec.address, "IPAddress records something that is not an IP address; ignoring it");
+        }
+        self.index.set_hold(&pool, &holder, HoldKind::Object, ip);
+        self.known.insert(holder.clone(), pool);
+        // The claim of the same name learns that its address changed (e.g. is being deleted).
+        self.index.notify(Trigger::Claim(holder));
+    }
+
+    fn forget(&mut self, holder: &HolderKey) {
+        if let Some(pool) = self.known.remove(holder) {
+            self.index.set_hold(&pool, holder, HoldKind::Object, None);
+            self.index.notify(Trigger::Claim(holder.clone()));
+        }
+    }
+}
+
+fn holder_of(address: &IPAddress) -> HolderKey {
+    HolderKey::new(
+        &address.namespace().unwrap_or_default(),
+        &address.name_any(),
+    )
+}
+
+/// Feeds pool watch events (of one kind) into the index.
+pub struct PoolFeed {
+    index: Index,
+    known: HashSet<PoolKey>,
+    relisted: Option<HashSet<PoolKey>>,
+    listed_once: bool,
+    on_listed: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl PoolFeed {
+    pub fn new(index: Index, on_listed: impl FnOnce() + Send + 'static) -> Self {
+        PoolFeed {
+            index,
+            known: HashSet::new(),
+            relisted: None,
+            listed_once: false,
+            on_listed: Some(Box::new(on_listed)),
+        }
+    }
+
+    pub fn apply<K: PoolObject>(&mut self, event: &Event<K>) {
+        match event {
+            Event::Apply(pool) => self.observe(pool),
+            Event::Delete(pool) => self.forget(&pool.key()),
+            Event::Init => self.relisted = Some(HashSet::new()),
+            Event::InitApply(pool) => {
+                if let Some(seen) = self.relisted.as_mut() {
+                    seen.insert(pool.key());
+                }
+                self.observe(pool);
+            }
+            Event::InitDone => {
+                if let Some(seen) = self.relisted.take() {
+                    let gone: Vec<PoolKey> = self
+                        .known
+                        .iter()
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
+                    for key in gone {
+                        self.forget(&key);
+                    }
+                }
+                if !self.listed_once {
+                    self.listed_once = true;
+                    if let Some(done) = self.on_listed.take() {
+                        done();
+                    }
+                }
+            }
+        }
+    }
+
+    fn observe<K: PoolObject>(&mut self, pool: &K) {
+        let key = pool.key();
+        self.index.upsert_pool(&key, pool.spec(), pool.facts());
+        self.known.insert(key);
+    }
+
+    fn forget(&mut self, key: &PoolKey) {
+        if self.known.remove(key) {
+            self.index.remove_pool(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! The feeds, driven with synthetic watch events (no API server).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kube::runtime::watcher::Event;
+
+use super::{AddressFeed, PoolFeed};
+use crate::api::capi::{AddressSpec, IPAddress, LocalReference, PoolReference};
+use crate::api::{CapiVersion, IPPoolSpec, InClusterIPPool};
+use crate::index::{HolderKey, Index, PoolKey, Request};
+
+fn pool(name: &str, addresses: &[&str]) -> InClusterIPPool {
+    let mut pool = InClusterIPPool::new(
+        name,
+        IPPoolSpec {
+            addresses: addresses.iter().map(|a| a.to_string()).collect(),
+            prefix: 24,
+            ..IPPoolSpec::default()
+        },
+    );
+    pool.metadata.namespace = Some("ns".into());
+    pool
+}
+
+fn address(name: &str, pool: &str, ip: &str) -> IPAddress {
+    let mut address = IPAddress::new(
+        name,
+        &CapiVersion::V1Beta2.address_resource(),
+        AddressSpec {
+            claim_ref: LocalReference { name: name.into() },
+            pool_ref: PoolReference {
+                api_group: Some("ipam.cluster.x-k8s.io".into()),
+                kind: "InClusterIPPool".into(),
+                name: pool.into(),
+            },
+            address: ip.into(),
+            prefix: 24,
+            gateway: None,
+        },
+    );
+    address.metadata.namespace = Some("ns".into());
+    address
+}
+
+fn counter() -> (Arc<AtomicUsize>, impl FnOnce() + Send + 'static) {
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = count.clone();
+    (count, move || {
+        c.fetch_add(1, Ordering::SeqCst);
+    })
+}
+
+#[test]
+fn listed_addresses_are_never_allocated_again() {
+    let (index, _triggers) = Index::new();
+    let (_, listed) = counter();
+    let mut pools = PoolFeed::new(index.clone(), listed);
+    pools.apply(&Event::Apply(pool("p", &["10.0.0.1-10.0.0.3"])));
+    let (_, listed) = counter();
+    let mut addresses = AddressFeed::new(index.clone(), listed);
+    for event in [
+        Event::Init,
+        Event::InitApply(address("a", "p", "10.0.0.1")),
+        Event::InitApply(address("b", "p", "10.0.0.2")),
+        Event::InitDone,
+    ] {
+        addresses.apply(&event);
+    }
+    let key = PoolKey::in_cluster("ns", "p");
+    let ip = index
+        .allocate(&key, &HolderKey::new("ns", "new"), Request::default())
+        .expect("one address is left");
+    assert_eq!(ip.to_string(), "10.0.0.3");
+}
+
+#[test]
+fn readiness_callback_runs_once_after_the_first_listing() {
+    let (index, _triggers) = Index::new();
+    let (count, listed) = counter();
+    let mut addresses = AddressFeed::new(index, listed);
+    addresses.apply(&Event::Init);
+    assert_eq!(count.load(Ordering::SeqCst), 0);
+    addresses.apply(&Event::InitDone);
+    addresses.apply(&Event::Init);
+    addresses.apply(&Event::InitDone);
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn relisting_forgets_addresses_deleted_while_the_watch_was_down() {
+    let (index, _triggers) = Index::new();
+    let (_, listed) = counter();
+    let mut pools = PoolFeed::new(index.clone(), listed);
+    pools.apply(&Event::Apply(pool("p", &["10.0.0.1"])));
+    let (_, listed) = counter();
+    let mut addresses = AddressFeed::new(index.clone(), listed);
+    addresses.apply(&Event::Apply(address("a", "p", "10.0.0.1")));
+    let key = PoolKey::in_cluster("ns", "p");
+    assert!(
+        index
+            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
+            .is_err()
+    );
+    // A re-list that no longer contains "a".
+    addresses.apply(&Event::Init);
+    addresses.apply(&Event::InitDone);
+    assert_eq!(
+        index
+            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
+            .map(|ip| ip.to_string()),
+        Ok("10.0.0.1".to_owned())
+    );
+}
+
+#[test]
+fn a_deleted_pool_allocates_nothing_but_keeps_its_holders() {
+    let (index, _triggers) = Index::new();
+    let (_, listed) = counter();
+    let mut pools = PoolFeed::new(index.clone(), listed);
+    let p = pool("p", &["10.0.0.1-10.0.0.2"]);
+    pools.apply(&Event::Apply(p.clone()));
+    let (_, listed) = counter();
+    let mut addresses = AddressFeed::new(index.clone(), listed);
+    addresses.apply(&Event::Apply(address("a", "p", "10.0.0.1")));
+    pools.apply(&Event::Delete(p.clone()));
+    let key = PoolKey::in_cluster("ns", "p");
+    assert!(
+        index
+            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
+            .is_err()
+    );
+    pools.apply(&Event::Apply(p));
+    assert_eq!(
+        index
+            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
+            .map(|ip| ip.to_string()),
+        Ok("10.0.0.2".to_owned())
+    );
+}
+
+#[test]
+fn addresses_of_other_providers_pools_are_ignored() {
+    let (index, _triggers) = Index::new();
+    let (_, listed) = counter();
+    let mut addresses = AddressFeed::new(index.clone(), listed);
+    let mut foreign = address("a", "p", "10.0.0.1");
+    foreign.spec.pool_ref.api_group = Some("ipam.metal3.io".into());
+    addresses.apply(&Event::Apply(foreign));
+    assert_eq!(
+        index
+            .report(&PoolKey::in_cluster("ns", "p"))
+            .address_objects,
+        0
+    );
+}

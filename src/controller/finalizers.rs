@@ -1,0 +1,48 @@
+//! Adding and dropping a finalizer, as merge patches guarded by the resource version (pure).
+
+use kube::Resource;
+use serde_json::{Value, json};
+
+/// The patch that drops one finalizer, guarded by the object's resource version.
+pub fn without_finalizer<K: Resource>(object: &K, finalizer: &str) -> Option<Value> {
+    let finalizers = object.meta().finalizers.as_deref().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == finalizer) {
+        return None;
+    }
+    let kept: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+    Some(
+        json!({ "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": kept } }),
+    )
+}
+
+/// The patch that adds one finalizer, guarded by the object's resource version.
+pub fn with_finalizer<K: Resource>(object: &K, finalizer: &str) -> Option<Value> {
+    let finalizers = object.meta().finalizers.as_deref().unwrap_or_default();
+    if finalizers.iter().any(|f| f == finalizer) {
+        return None;
+    }
+    let mut all = finalizers.to_vec();
+    all.push(finalizer.to_owned());
+    Some(
+        json!({ "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": all } }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::claim::fixtures::claim;
+
+    #[test]
+    fn finalizer_patches_are_idempotent() {
+        let mut c = claim("vm-0", "pool");
+        assert!(with_finalizer(&c, "x/y").is_some());
+        c.metadata.finalizers = Some(vec!["x/y".into(), "other".into()]);
+        assert!(with_finalizer(&c, "x/y").is_none());
+        assert_eq!(
+            without_finalizer(&c, "x/y").unwrap()["metadata"]["finalizers"],
+            json!(["other"])
+        );
+        assert!(without_finalizer(&c, "absent").is_none());
+    }
+}

@@ -1,0 +1,109 @@
+//! The pool controller: protects pools that addresses still reference, and reports their
+//! counts and `Ready` condition. Works for both pool kinds.
+
+mod kind;
+mod status;
+
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tracing::info;
+
+use crate::api::conditions::PoolReason;
+use crate::api::keys::{PROTECT_POOL_FINALIZER, SKIP_DELETE_PROTECTION_ANNOTATION};
+
+use super::context::Context;
+use super::error::{Error, Result};
+use super::finalizers::{with_finalizer, without_finalizer};
+
+pub use kind::PoolObject;
+
+fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
+    K::api(ctx.client.clone(), pool.namespace().as_deref())
+}
+
+/// Reconciles one pool of either kind.
+pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.index.wait_ready().await;
+    let key = pool.key();
+    let report = ctx.index.report(&key);
+    let name = pool.name_any();
+    let deleting = pool.meta().deletion_timestamp.is_some();
+    let skip_protection = pool
+        .annotations()
+        .contains_key(SKIP_DELETE_PROTECTION_ANNOTATION);
+    let referenced = report.address_objects;
+
+    let deleting_with = if deleting {
+        if referenced == 0 || skip_protection {
+            if let Some(patch) = without_finalizer(pool.as_ref(), PROTECT_POOL_FINALIZER) {
+                patch_pool(&ctx, pool.as_ref(), &patch).await?;
+                info!(pool = %key, "deletion protection lifted");
+            }
+            return Ok(Action::await_change());
+        }
+        Some(referenced)
+    } else {
+        if let Some(patch) = with_finalizer(pool.as_ref(), PROTECT_POOL_FINALIZER) {
+            patch_pool(&ctx, pool.as_ref(), &patch).await?;
+            return Ok(Action::await_change());
+        }
+        None
+    };
+
+    let desired = status::desired(
+        &report,
+        pool.status(),
+        pool.meta().generation,
+        deleting_with,
+        Timestamp::now(),
+    );
+    if pool.status() != Some(&desired) {
+        api(&ctx, pool.as_ref())
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": desired })),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
+        let old_reason = pool
+            .status()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.reason.clone());
+        let ready = &desired.conditions[0];
+        let warn = ready.reason != PoolReason::Valid.as_str()
+            && ready.reason != PoolReason::Exhausted.as_str();
+        if warn && old_reason.as_deref() != Some(ready.reason.as_str()) {
+            ctx.publish(
+                pool.as_ref(),
+                &(),
+                true,
+                &ready.reason,
+                ready.message.clone(),
+            )
+            .await;
+        }
+    }
+    Ok(Action::await_change())
+}
+
+async fn patch_pool<K: PoolObject>(
+    ctx: &Context,
+    pool: &K,
+    patch: &serde_json::Value,
+) -> Result<()> {
+    api(ctx, pool)
+        .patch(
+            &pool.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(|e| Error::kube(format!("updating finalizers of {}", pool.key()), e))?;
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! Wiring: the watches, the index and the three controllers, for one leadership term.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, future};
+use kube::api::Api;
+use kube::core::{ApiResource, DynamicResourceScope};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tracing::{debug, warn};
+
+use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
+use crate::api::keys::WATCH_FILTER_LABEL;
+use crate::api::{GlobalInClusterIPPool, InClusterIPPool};
+use crate::health::Health;
+use crate::index::{Index, PoolKind, Trigger};
+
+use super::claim::{self, cluster_name};
+use super::context::Context;
+use super::discovery::Served;
+use super::error::Error;
+use super::feed::{AddressFeed, PoolFeed};
+use super::pool::{self, PoolObject};
+
+/// How the controllers are scoped and tuned.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// Watch namespaced objects in this namespace only.
+    pub namespace: Option<String>,
+    /// Only reconcile claims, pools and clusters with `cluster.x-k8s.io/watch-filter=<value>`.
+    pub watch_filter: Option<String>,
+    /// How many claims are reconciled at once (0: no limit).
+    pub claim_concurrency: u16,
+    /// Name of this instance, for Events.
+    pub instance: Option<String>,
+}
+
+impl Settings {
+    fn filtered(&self) -> watcher::Config {
+        match &self.watch_filter {
+            Some(value) => {
+                watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={value}"))
+            }
+            None => watcher::Config::default(),
+        }
+    }
+
+    fn scoped<K>(&self, client: &Client, resource: &ApiResource) -> Api<K>
+    where
+        K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+            None => Api::all_with(client.clone(), resource),
+        }
+    }
+}
+
+/// A store of a dynamically typed resource, and its writer.
+fn store_with<K>(resource: ApiResource) -> (reflector::Store<K>, reflector::store::Writer<K>)
+where
+    K: kube::Resource<DynamicType = ApiResource> + Clone + 'static,
+{
+    let writer = reflector::store::Writer::new(resource);
+    (writer.as_reader(), writer)
+}
+
+/// Counts down the listings the index waits for, and marks it ready after the last.
+fn readiness_gate(index: &Index, parts: usize) -> impl Fn() -> Box<dyn FnOnce() + Send> {
+    let left = Arc::new(AtomicUsize::new(parts));
+    let index = index.clone();
+    move || {
+        let left = left.clone();
+        let index = index.clone();
+        Box::new(move || {
+            if left.fetch_sub(1, Ordering::SeqCst) == 1 {
+                index.set_ready();
+                debug!("index complete: claims may allocate");
+            }
+        })
+    }
+}
+
+fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
+    warn!(%error, kind = error.metric_label(), "reconcile failed; retrying");
+    Action::requeue(error.retry_after())
+}
+
+fn drain<S: Stream + Send + 'static>(stream: S) -> impl Future<Output = ()> + Send
+where
+    S::Item: Send,
+{
+    stream.for_each(|_| future::ready(()))
+}
+
+/// A pool controller of one kind, fed from its own watch, which also feeds the index.
+fn pool_controller<K>(
+    client: &Client,
+    settings: &Settings,
+    index: &Index,
+    listed: Box<dyn FnOnce() + Send>,
+    triggers: mpsc::UnboundedReceiver<ObjectRef<K>>,
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> impl Future<Output = ()> + Send
+where
+    K: PoolObject + kube::Resource<DynamicType = ()>,
+{
+    // The namespaced kind is watched in --namespace only; the global kind everywhere.
+    let api: Api<K> = K::api(client.clone(), settings.namespace.as_deref());
+    let (store, writer) = reflector::store();
+    let mut feed = PoolFeed::new(index.clone(), listed);
+    let events = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
+        .map(move |event| {
+            if let Ok(event) = &event {
+                feed.apply(event);
+            }
+            event
+        });
+    let controller = Controller::for_stream(events.touched_objects(), store)
+        .with_config(ControllerConfig::default().debounce(Duration::from_millis(300)))
+        .reconcile_on(UnboundedReceiverStream::new(triggers))
+        .graceful_shutdown_on(shutdown)
+        .run(pool::reconcile::<K>, error_policy, ctx);
+    drain(controller)
+}
+
+/// Runs the controllers until `shutdown` resolves. Every call starts from an empty index, which
+/// is complete before the first claim is served.
+pub async fn run(
+    client: Client,
+    served: Served,
+    settings: Settings,
+    health: Health,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    let shutdown = futures::FutureExt::shared(shutdown);
+    let (index, index_triggers) = Index::new();
+    let gate = readiness_gate(&index, 3);
+
+    let claim_resource = served.ipam.claim_resource();
+    let address_resource = served.ipam.address_resource();
+
+    // IPAddress watch -> store for the claim controller, and holds in the index.
+    let (addresses, address_writer) = store_with(address_resource.clone());
+    let mut address_feed = AddressFeed::new(index.clone(), gate());
+    let address_api: Api<IPAddress> = settings.scoped(&client, &address_resource);
+    let address_watch = drain(
+        reflector::reflector(
+            address_writer,
+            watcher(address_api, watcher::Config::default()).default_backoff(),
+        )
+        .map(move |event| match &event {
+            Ok(event) => address_feed.apply(event),
+            Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
+        }),
+    );
+
+    // Cluster watch -> store for the pause rules; its changes retrigger the Cluster's claims.
+    let (claim_tx, claim_rx) = mpsc::unbounded_channel::<ObjectRef<IPAddressClaim>>();
+    let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
+    let claim_controller =
+        Controller::new_with(claim_api, settings.filtered(), claim_resource.clone());
+    let claims = claim_controller.store();
+    let (clusters, cluster_watch) = match served.cluster {
+        Some(version) => {
+            let resource = version.cluster_resource();
+            let (store, writer) = store_with(resource.clone());
+            let api: Api<Cluster> = settings.scoped(&client, &resource);
+            let claims = claims.clone();
+            let tx = claim_tx.clone();
+            let claim_resource = claim_resource.clone();
+            let watch =
+                reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
+                    .touched_objects()
+                    .map(move |cluster| {
+                        if let Ok(cluster) = cluster {
+                            let namespace = cluster.namespace();
+                            for claim in claims.state().iter().filter(|c| {
+                                c.namespace() == namespace
+                                    && cluster_name(c).as_deref()
+                                        == Some(cluster.name_any().as_str())
+                            }) {
+                                let _ = tx.send(ObjectRef::from_obj_with(
+                                    claim.as_ref(),
+                                    claim_resource.clone(),
+                                ));
+                            }
+                        }
+                    });
+            (Some(store), future::Either::Left(drain(watch)))
+        }
+        None => (None, future::Either::Right(future::ready(()))),
+    };
+
+    let reporter = Reporter {
+        controller: "ferro-ipam".into(),
+        instance: settings.instance.clone(),
+    };
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        index: index.clone(),
+        capi: served.ipam,
+        claim_resource: claim_resource.clone(),
+        address_resource,
+        addresses,
+        clusters,
+        recorder: Recorder::new(client.clone(), reporter),
+    });
+
+    // Index triggers -> the claim and pool controllers.
+    let (in_cluster_tx, in_cluster_rx) = mpsc::unbounded_channel::<ObjectRef<InClusterIPPool>>();
+    let (global_tx, global_rx) = mpsc::unbounded_channel::<ObjectRef<GlobalInClusterIPPool>>();
+    let route_claims = claim_tx.clone();
+    let claim_resource = claim_resource.clone();
+    let router = drain(UnboundedReceiverStream::new(index_triggers).map(
+        move |trigger| match trigger {
+            Trigger::Claim(holder) => {
+                let _ = route_claims.send(
+                    ObjectRef::new_with(&holder.name, claim_resource.clone())
+                        .within(&holder.namespace),
+                );
+            }
+            Trigger::Pool(key) => match (key.kind, key.namespace) {
+                (PoolKind::InCluster, Some(ns)) => {
+                    let _ = in_cluster_tx.send(ObjectRef::new(&key.name).within(&ns));
+                }
+                _ => {
+                    let _ = global_tx.send(ObjectRef::new(&key.name));
+                }
+            },
+        },
+    ));
+
+    let claim_controller = drain(
+        claim_controller
+            .with_config(ControllerConfig::default().concurrency(settings.claim_concurrency))
+            .reconcile_on(UnboundedReceiverStream::new(claim_rx))
+            .graceful_shutdown_on(shutdown.clone())
+            .run(claim::reconcile, error_policy, ctx.clone()),
+    );
+    let in_cluster = pool_controller::<InClusterIPPool>(
+        &client,
+        &settings,
+        &index,
+        gate(),
+        in_cluster_rx,
+        ctx.clone(),
+        shutdown.clone(),
+    );
+    let global = pool_controller::<GlobalInClusterIPPool>(
+        &client,
+        &settings,
+        &index,
+        gate(),
+        global_rx,
+        ctx.clone(),
+        shutdown.clone(),
+    );
+
+    let ready_index = index.clone();
+    let announce_ready = async move {
+        ready_index.wait_ready().await;
+        health.set_ready(true);
+        futures::future::pending::<()>().await;
+    };
+
+    // The controllers end on shutdown; the watches and the router end with them.
+    let controllers = future::join3(claim_controller, in_cluster, global);
+    let watches = future::join4(address_watch, cluster_watch, router, announce_ready);
+    tokio::select! {
+        _ = controllers => {}
+        _ = watches => warn!("a watch ended unexpectedly"),
+    }
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! One pool's allocation state: its allocators, and who holds which address.
+//!
+//! An address is held by a claim (from the moment it is allocated until the claim is released)
+//! and by the `IPAddress` object that records it (from the watch). Claim and object share a
+//! namespace and name, so both holds are keyed by [`HolderKey`]. The allocator marks an address
+//! used exactly while at least one holder holds it: an address is never freed while either the
+//! claim or its object still stands, and two holders of one address are a conflict to report.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
+
+use super::keys::HolderKey;
+
+/// What a claim asks of a pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// The family to allocate from; the pool's first family when unset.
+    pub family: Option<Family>,
+    /// A specific address.
+    pub address: Option<IpAddr>,
+}
+
+/// Why a pool could not hand out an address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    #[error("the pool does not exist (yet)")]
+    PoolMissing,
+    #[error("the pool's spec is invalid: {0}")]
+    PoolInvalid(String),
+    #[error("the pool has no {0} addresses")]
+    FamilyNotInPool(Family),
+    #[error("the pool has no free {0} address")]
+    Exhausted(Family),
+    #[error("the requested address {address} cannot be allocated: {reason}")]
+    Requested { address: IpAddr, reason: String },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Holds {
+    object: Option<IpAddr>,
+    claim: Option<IpAddr>,
+}
+
+impl Holds {
+    fn uses(&self, ip: IpAddr) -> bool {
+        self.object == Some(ip) || self.claim == Some(ip)
+    }
+}
+
+/// Which of a holder's two holds a change is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldKind {
+    Object,
+    Claim,
+}
+
+/// One pool's state.
+#[derive(Debug)]
+pub struct PoolEntry {
+    allocators: Result<Vec<FamilyPool>, String>,
+    holds: HashMap<HolderKey, Holds>,
+    users: HashMap<IpAddr, Vec<HolderKey>>,
+    waiting: BTreeSet<HolderKey>,
+}
+
+impl Default for PoolEntry {
+    fn default() -> Self {
+        PoolEntry {
+            allocators: Err(String::new()),
+            holds: HashMap::new(),
+            users: HashMap::new(),
+            waiting: BTreeSet::new(),
+        }
+    }
+}
+
+impl PoolEntry {
+    /// Whether the pool object is known and valid.
+    pub fn is_serviceable(&self) -> bool {
+        self.allocators.is_ok()
+    }
+
+    /// Installs the allocators of a new or edited pool spec, carrying every held address over.
+    /// Returns the held addresses that now lie outside the pool.
+    pub fn set_allocators(&mut self, allocators: Result<Vec<FamilyPool>, String>) -> Vec<IpAddr> {
+        self.allocators = allocators;
+        let mut outside = Vec::new();
+        if let Ok(pools) = self.allocators.as_mut() {
+            for &ip in self.users.keys() {
+                match pools.iter_mut().find(|p| p.family() == Family::of(ip)) {
+                    Some(pool) => {
+                        if pool.mark_used(ip) == Marked::OutOfRange {
+                            outside.push(ip);
+                        }
+                    }
+                    None => outside.push(ip),
+                }
+            }
+        }
+        outside.sort();
+        outside
+    }
+
+    /// Forgets the pool object (deleted): holds stay, nothing can be allocated.
+    pub fn clear_allocators(&mut self, why: String) {
+        self.allocators = Err(why);
+    }
+
+    /// Records or drops one hold of a holder. Returns true when an address became free.
+    pub fn set_hold(&mut self, holder: &HolderKey, kind: HoldKind, ip: Option<IpAddr>) -> bool {
+        let mut holds = self.holds.get(holder).copied().unwrap_or_default();
+        let before = holds;
+        match kind {
+            HoldKind::Object => holds.object = ip,
+            HoldKind::Claim => holds.claim = ip,
+        }
+        if holds == before {
+            return false;
+        }
+        if holds == Holds::default() {
+            self.holds.remove(holder);
+        } else {
+            self.holds.insert(holder.clone(), holds);
+        }
+        let mut freed = false;
+        for old in [before.object, before.claim].into_iter().flatten() {
+            if before.uses(old) && !holds.uses(old) {
+                freed |= self.drop_user(old, holder);
+            }
+        }
+        for new in [holds.object, holds.claim].into_iter().flatten() {
+            if holds.uses(new) && !before.uses(new) {
+                self.add_user(new, holder);
+            }
+        }
+        freed
+    }
+
+    fn allocator_for(&mut self, ip: IpAddr) -> Option<&mut FamilyPool> {
+        self.allocators
+            .as_mut()
+            .ok()?
+            .iter_mut()
+            .find(|p| p.family() == Family::of(ip))
+    }
+
+    fn add_user(&mut self, ip: IpAddr, holder: &HolderKey) {
+        let users = self.users.entry(ip).or_default();
+        if users.contains(holder) {
+            return;
+        }
+        users.push(holder.clone());
+        if users.len() == 1
+            && let Some(pool) = self.allocator_for(ip)
+        {
+            let _ = pool.mark_used(ip);
+        }
+    }
+
+    fn drop_user(&mut self, ip: IpAddr, holder: &HolderKey) -> bool {
+        let Some(users) = self.users.get_mut(&ip) else {
+            return false;
+        };
+        users.retain(|h| h != holder);
+        if !users.is_empty() {
+            return false;
+        }
+        self.users.remove(&ip);
+        self.allocator_for(ip).is_some_and(|pool| pool.release(ip))
+    }
+
+    /// The address a holder's claim holds, if any.
+    pub fn claim_hold(&self, holder: &HolderKey) -> Option<IpAddr> {
+        self.holds.get(holder).and_then(|h| h.claim)
+    }
+
+    /// The address a holder's `IPAddress` object holds, if any.
+    pub fn object_hold(&self, holder: &HolderKey) -> Option<IpAddr> {
+        self.holds.get(holder).and_then(|h| h.object)
+    }
+
+    /// Allocates for a claim: the address it already holds, else a new one.
+    pub fn allocate(&mut self, holder: &HolderKey, request: Request) -> Result<IpAddr, AllocError> {
+        if let Some(ip) = self.claim_hold(holder) {
+            return Ok(ip);
+        }
+        if let Some(ip) = self.object_hold(holder) {
+            self.set_hold(holder, HoldKind::Claim, Some(ip));
+            return Ok(ip);
+        }
+        let pools = self.allocators.as_mut().map_err(|why| {
+            if why.is_empty() {
+                AllocError::PoolMissing
+            } else {
+                AllocError::PoolInvalid(why.clone())
+            }
+        })?;
+        let family = match request.family {
+            Some(f) => f,
+            None => pools
+                .first()
+                .map(FamilyPool::family)
+                .ok_or(AllocError::PoolMissing)?,
+        };
+        let pool = pools
+            .iter_mut()
+            .find(|p| p.family() == family)
+            .ok_or(AllocError::FamilyNotInPool(family))?;
+        let ip = match request.address {
+            Some(ip) => {
+                if let Some(holders) = self.users.get(&ip) {
+                    let taken_by = holders
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(AllocError::Requested {
+                        address: ip,
+                        reason: format!("it is taken by {taken_by}"),
+                    });
+                }
+                pool.allocate(ip)
+                    .map_err(|e: AllocateError| AllocError::Requested {
+                        address: ip,
+                        reason: e.to_string(),
+                    })?;
+                ip
+            }
+            None => pool
+                .allocate_lowest()
+                .ok_or(AllocError::Exhausted(family))?,
+        };
+        // The allocator has marked the address; record the claim as its only user.
+        self.users.insert(ip, vec![holder.clone()]);
+        self.holds.entry(holder.clone()).or_default().claim = Some(ip);
+        self.waiting.remove(holder);
+        Ok(ip)
+    }
+
+    /// Remembers a claim that found the pool full, to wake it when an address is freed.
+    pub fn wait_for_room(&mut self, holder: &HolderKey) {
+        self.waiting.insert(holder.clone());
+    }
+
+    /// Stops waiting for a claim (deleted, or allocated elsewhere).
+    pub fn stop_waiting(&mut self, holder: &HolderKey) {
+        self.waiting.remove(holder);
+    }
+
+    /// The claims waiting for room, which are handed over (and forgotten) to be retried.
+    pub fn take_waiting(&mut self) -> Vec<HolderKey> {
+        std::mem::take(&mut self.waiting).into_iter().collect()
+    }
+
+    /// How many addresses are held, by anyone.
+    pub fn held_addresses(&self) -> usize {
+        self.users.len()
+    }
+
+    /// How many `IPAddress` objects are known to reference the pool.
+    pub fn address_objects(&self) -> usize {
+        self.holds.values().filter(|h| h.object.is_some()).count()
+    }
+
+    /// Addresses held by more than one holder, with their holders.
+    pub fn conflicts(&self) -> Vec<(IpAddr, Vec<HolderKey>)> {
+        let mut found: Vec<_> = self
+            .users
+            .iter()
+            .filter(|(_, holders)| holders.len() > 1)
+            .map(|(ip, holders)| {
+                let mut holders = holders.clone();
+                holders.sort();
+                (*ip, holders)
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// The allocators (for counts), or why there are none.
+    pub fn allocators(&self) -> Result<&[FamilyPool], &str> {
+        self.allocators.as_deref().map_err(String::as_str)
+    }
+
+    /// Held addresses that lie in no allocator of their family (e.g. a pool that was shrunk).
+    pub fn out_of_range(&self) -> Vec<IpAddr> {
+        let Ok(pools) = self.allocators.as_ref() else {
+            return Vec::new();
+        };
+        let mut outside: Vec<IpAddr> = self
+            .users
+            .keys()
+            .copied()
+            .filter(|&ip| {
+                !pools
+                    .iter()
+                    .any(|p| p.family() == Family::of(ip) && p.check(ip).is_ok())
+            })
+            .collect();
+        outside.sort();
+        outside
+    }
+}

@@ -1,0 +1,165 @@
+//! How the index names pools and the claims/addresses that hold addresses in them.
+
+use std::fmt;
+
+use crate::api::PoolReference;
+use crate::api::keys::{GLOBAL_IN_CLUSTER_IP_POOL, IN_CLUSTER_IP_POOL, IPAM_GROUP};
+
+/// The two pool kinds ferro-ipam serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PoolKind {
+    /// `InClusterIPPool`: serves claims of its own namespace.
+    InCluster,
+    /// `GlobalInClusterIPPool`: serves claims of every namespace.
+    Global,
+}
+
+impl PoolKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolKind::InCluster => IN_CLUSTER_IP_POOL,
+            PoolKind::Global => GLOBAL_IN_CLUSTER_IP_POOL,
+        }
+    }
+
+    /// The pool kind a `poolRef` names, when it is one of ours. An empty or missing `apiGroup`
+    /// (a `v1beta1` nil) counts as ours, as it does for the in-cluster provider.
+    pub fn of_reference(pool_ref: &PoolReference) -> Option<PoolKind> {
+        let group_is_ours = pool_ref
+            .api_group
+            .as_deref()
+            .is_none_or(|g| g.is_empty() || g == IPAM_GROUP);
+        if !group_is_ours {
+            return None;
+        }
+        match pool_ref.kind.as_str() {
+            IN_CLUSTER_IP_POOL => Some(PoolKind::InCluster),
+            GLOBAL_IN_CLUSTER_IP_POOL => Some(PoolKind::Global),
+            _ => None,
+        }
+    }
+}
+
+/// A pool: kind, namespace (namespaced pools only) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PoolKey {
+    pub kind: PoolKind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl PoolKey {
+    pub fn in_cluster(namespace: &str, name: &str) -> Self {
+        PoolKey {
+            kind: PoolKind::InCluster,
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+        }
+    }
+
+    pub fn global(name: &str) -> Self {
+        PoolKey {
+            kind: PoolKind::Global,
+            namespace: None,
+            name: name.to_owned(),
+        }
+    }
+
+    /// The pool a claim or address in `namespace` references, if it is one of ours.
+    pub fn from_reference(namespace: &str, pool_ref: &PoolReference) -> Option<Self> {
+        Some(match PoolKind::of_reference(pool_ref)? {
+            PoolKind::InCluster => PoolKey::in_cluster(namespace, &pool_ref.name),
+            PoolKind::Global => PoolKey::global(&pool_ref.name),
+        })
+    }
+}
+
+impl fmt::Display for PoolKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind.as_str(), self.name),
+            None => write!(f, "{} {}", self.kind.as_str(), self.name),
+        }
+    }
+}
+
+/// A claim and the `IPAddress` it owns share namespace and name: this is that pair.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HolderKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl HolderKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        HolderKey {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for HolderKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(group: Option<&str>, kind: &str) -> PoolReference {
+        PoolReference {
+            api_group: group.map(str::to_owned),
+            kind: kind.to_owned(),
+            name: "p".to_owned(),
+        }
+    }
+
+    #[test]
+    fn claims_for_our_kinds_are_ours_with_or_without_group() {
+        assert_eq!(
+            PoolKind::of_reference(&reference(Some(IPAM_GROUP), "InClusterIPPool")),
+            Some(PoolKind::InCluster)
+        );
+        assert_eq!(
+            PoolKind::of_reference(&reference(None, "GlobalInClusterIPPool")),
+            Some(PoolKind::Global)
+        );
+        assert_eq!(
+            PoolKind::of_reference(&reference(Some(""), "InClusterIPPool")),
+            Some(PoolKind::InCluster)
+        );
+    }
+
+    #[test]
+    fn claims_for_other_groups_or_kinds_are_not_ours() {
+        assert_eq!(
+            PoolKind::of_reference(&reference(Some("ipam.metal3.io"), "InClusterIPPool")),
+            None
+        );
+        assert_eq!(
+            PoolKind::of_reference(&reference(Some(IPAM_GROUP), "IPPool")),
+            None
+        );
+    }
+
+    #[test]
+    fn namespaced_and_global_pools_of_one_name_are_distinct() {
+        let r = reference(None, "InClusterIPPool");
+        let g = reference(None, "GlobalInClusterIPPool");
+        assert_ne!(
+            PoolKey::from_reference("a", &r),
+            PoolKey::from_reference("a", &g)
+        );
+        assert_ne!(
+            PoolKey::from_reference("a", &r),
+            PoolKey::from_reference("b", &r)
+        );
+        assert_eq!(
+            PoolKey::from_reference("a", &g),
+            PoolKey::from_reference("b", &g)
+        );
+    }
+}

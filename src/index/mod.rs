@@ -1,0 +1,245 @@
+//! The allocation index: every pool's allocator and holders, in memory.
+//!
+//! It is a cache of what the API server says, rebuilt from the `IPAddress` objects at start-up
+//! (and at every leader change, since each leadership term starts a fresh index). Claims may
+//! allocate only once it is [ready](Index::wait_ready): both pool kinds and all addresses listed.
+//! Each pool has its own lock, so claims of different pools allocate in parallel while one
+//! pool's allocations are serialised.
+
+mod entry;
+mod keys;
+mod report;
+mod spec;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use tokio::sync::{mpsc, watch};
+
+pub use entry::{AllocError, HoldKind, PoolEntry, Request};
+pub use keys::{HolderKey, PoolKey, PoolKind};
+pub use report::{FamilyReport, PoolReport};
+pub use spec::build_allocators;
+
+use crate::api::IPPoolSpec;
+
+/// What the index asks the controllers to look at again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// A claim that waited for room: an address of its pool was freed.
+    Claim(HolderKey),
+    /// A pool whose counts or holders changed.
+    Pool(PoolKey),
+}
+
+/// Facts of a pool object the claim controller needs besides its allocator.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolFacts {
+    pub uid: String,
+    pub paused: bool,
+    pub deleting: bool,
+    pub grace_period_seconds: i64,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Default)]
+struct Slot {
+    entry: PoolEntry,
+    facts: Option<PoolFacts>,
+    spec: Option<IPPoolSpec>,
+}
+
+/// The shared index. Cheap to clone.
+#[derive(Clone)]
+pub struct Index {
+    pools: Arc<RwLock<HashMap<PoolKey, Arc<Mutex<Slot>>>>>,
+    triggers: mpsc::UnboundedSender<Trigger>,
+    ready: Arc<watch::Sender<bool>>,
+}
+
+fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    // A panic while holding the lock cannot leave a pool half-updated in a way that matters more
+    // than stopping every allocation would, so carry on with the data as it is.
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Index {
+    /// A new, not yet ready index, and the stream of triggers it emits.
+    pub fn new() -> (Index, mpsc::UnboundedReceiver<Trigger>) {
+        let (triggers, receiver) = mpsc::unbounded_channel();
+        let (ready, _) = watch::channel(false);
+        let index = Index {
+            pools: Arc::default(),
+            triggers,
+            ready: Arc::new(ready),
+        };
+        (index, receiver)
+    }
+
+    fn slot(&self, key: &PoolKey) -> Arc<Mutex<Slot>> {
+        if let Some(slot) = self
+            .pools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+        {
+            return slot.clone();
+        }
+        self.pools
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.clone())
+            .or_default()
+            .clone()
+    }
+
+    fn existing_slot(&self, key: &PoolKey) -> Option<Arc<Mutex<Slot>>> {
+        self.pools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    /// Asks the controllers to look at something again.
+    pub fn notify(&self, trigger: Trigger) {
+        self.trigger(trigger);
+    }
+
+    fn trigger(&self, trigger: Trigger) {
+        // The receiver is gone only while shutting down.
+        let _ = self.triggers.send(trigger);
+    }
+
+    fn wake_waiting(&self, slot: &mut Slot) {
+        for holder in slot.entry.take_waiting() {
+            self.trigger(Trigger::Claim(holder));
+        }
+    }
+
+    /// Marks the index complete: every pool and address has been listed once.
+    pub fn set_ready(&self) {
+        self.ready.send_replace(true);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Waits until the index is complete.
+    pub async fn wait_ready(&self) {
+        let mut ready = self.ready.subscribe();
+        // Err means the sender is gone, which cannot happen while `self` holds it.
+        let _ = ready.wait_for(|r| *r).await;
+    }
+
+    /// A pool object was seen (created or changed). Rebuilds its allocators when the spec changed.
+    /// Returns the held addresses that lie outside the (new) pool.
+    pub fn upsert_pool(&self, key: &PoolKey, spec: &IPPoolSpec, facts: PoolFacts) -> Vec<IpAddr> {
+        let slot = self.slot(key);
+        let mut slot = lock(&slot);
+        let facts_changed = slot.facts.as_ref() != Some(&facts);
+        slot.facts = Some(facts);
+        let outside = if slot.spec.as_ref() != Some(spec) {
+            slot.spec = Some(spec.clone());
+            let outside = slot.entry.set_allocators(build_allocators(spec));
+            self.wake_waiting(&mut slot);
+            outside
+        } else {
+            if facts_changed {
+                self.wake_waiting(&mut slot);
+            }
+            slot.entry.out_of_range()
+        };
+        self.trigger(Trigger::Pool(key.clone()));
+        outside
+    }
+
+    /// A pool object is gone. Its holders stay (their objects still exist until deleted).
+    pub fn remove_pool(&self, key: &PoolKey) {
+        if let Some(slot) = self.existing_slot(key) {
+            let mut slot = lock(&slot);
+            slot.spec = None;
+            slot.facts = None;
+            slot.entry.clear_allocators(String::new());
+            self.wake_waiting(&mut slot);
+        }
+    }
+
+    /// Facts of a pool, when its object is known.
+    pub fn pool_facts(&self, key: &PoolKey) -> Option<PoolFacts> {
+        self.existing_slot(key)
+            .and_then(|slot| lock(&slot).facts.clone())
+    }
+
+    /// The spec of a pool, when its object is known.
+    pub fn pool_spec(&self, key: &PoolKey) -> Option<IPPoolSpec> {
+        self.existing_slot(key)
+            .and_then(|slot| lock(&slot).spec.clone())
+    }
+
+    /// Records or drops a hold on `pool` (`ip` None drops it).
+    pub fn set_hold(&self, pool: &PoolKey, holder: &HolderKey, kind: HoldKind, ip: Option<IpAddr>) {
+        let slot = if ip.is_some() {
+            Some(self.slot(pool))
+        } else {
+            self.existing_slot(pool)
+        };
+        let Some(slot) = slot else { return };
+        let mut slot = lock(&slot);
+        if slot.entry.set_hold(holder, kind, ip) {
+            self.wake_waiting(&mut slot);
+        }
+        if kind == HoldKind::Object {
+            self.trigger(Trigger::Pool(pool.clone()));
+        }
+    }
+
+    /// The address an `IPAddress` object of this holder records in `pool`.
+    pub fn object_hold(&self, pool: &PoolKey, holder: &HolderKey) -> Option<IpAddr> {
+        self.existing_slot(pool)
+            .and_then(|slot| lock(&slot).entry.object_hold(holder))
+    }
+
+    /// Allocates an address of `pool` for a claim; the same address again for the same claim.
+    /// A claim that finds the pool full is remembered and triggered when an address is freed.
+    pub fn allocate(
+        &self,
+        pool: &PoolKey,
+        holder: &HolderKey,
+        request: Request,
+    ) -> Result<IpAddr, AllocError> {
+        let slot = self.slot(pool);
+        let mut slot = lock(&slot);
+        let result = slot.entry.allocate(holder, request);
+        if matches!(result, Err(AllocError::Exhausted(_))) {
+            slot.entry.wait_for_room(holder);
+        }
+        result
+    }
+
+    /// Remembers a claim to be triggered when the pool changes or an address of it is freed.
+    pub fn wait_for_pool(&self, pool: &PoolKey, holder: &HolderKey) {
+        lock(&self.slot(pool)).entry.wait_for_room(holder);
+    }
+
+    /// Drops a claim's hold and its wait.
+    pub fn release_claim(&self, pool: &PoolKey, holder: &HolderKey) {
+        if let Some(slot) = self.existing_slot(pool) {
+            let mut slot = lock(&slot);
+            slot.entry.stop_waiting(holder);
+            if slot.entry.set_hold(holder, HoldKind::Claim, None) {
+                self.wake_waiting(&mut slot);
+            }
+        }
+    }
+
+    /// Counts, conflicts and validity of a pool, for its status.
+    pub fn report(&self, pool: &PoolKey) -> PoolReport {
+        match self.existing_slot(pool) {
+            Some(slot) => PoolReport::of(&lock(&slot).entry),
+            None => PoolReport::default(),
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! What a pool's status says, read off its entry.
+
+use std::net::IpAddr;
+
+use crate::allocator::Family;
+
+use super::entry::PoolEntry;
+use super::keys::HolderKey;
+
+/// Exact counts of one family of a pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FamilyReport {
+    pub family: Option<Family>,
+    /// Addresses the pool can hand out.
+    pub total: u128,
+    /// Held addresses, out-of-range ones included.
+    pub used: u128,
+    /// Addresses free to hand out.
+    pub free: u128,
+    /// Held addresses that are not in the pool.
+    pub out_of_range: u128,
+}
+
+/// A pool's state, for its status and conditions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolReport {
+    /// Why the pool cannot allocate (empty: its object is not known), or None when it can.
+    pub invalid: Option<String>,
+    pub families: Vec<FamilyReport>,
+    /// Held addresses of a family the pool does not have, or outside its ranges.
+    pub out_of_range: Vec<IpAddr>,
+    /// Addresses held by more than one claim or `IPAddress`.
+    pub conflicts: Vec<(IpAddr, Vec<HolderKey>)>,
+    /// `IPAddress` objects that reference the pool.
+    pub address_objects: usize,
+    /// Addresses held by anyone.
+    pub held: usize,
+}
+
+impl PoolReport {
+    pub fn of(entry: &PoolEntry) -> PoolReport {
+        let mut report = PoolReport {
+            address_objects: entry.address_objects(),
+            held: entry.held_addresses(),
+            conflicts: entry.conflicts(),
+            ..PoolReport::default()
+        };
+        match entry.allocators() {
+            Err(why) => report.invalid = Some(why.to_owned()),
+            Ok(pools) => {
+                report.out_of_range = entry.out_of_range();
+                report.families = pools
+                    .iter()
+                    .map(|pool| {
+                        let counts = pool.counts();
+                        FamilyReport {
+                            family: Some(pool.family()),
+                            total: counts.total,
+                            used: counts.used,
+                            free: counts.free,
+                            out_of_range: counts.out_of_range,
+                        }
+                    })
+                    .collect();
+                // Addresses of a family the pool does not have count as out of range of the first.
+                let foreign = report
+                    .out_of_range
+                    .iter()
+                    .filter(|ip| !pools.iter().any(|p| p.family() == Family::of(**ip)))
+                    .count() as u128;
+                if let Some(first) = report.families.first_mut() {
+                    first.used += foreign;
+                    first.out_of_range += foreign;
+                }
+            }
+        }
+        report
+    }
+
+    /// Pool-wide sums over the families.
+    pub fn totals(&self) -> FamilyReport {
+        self.families
+            .iter()
+            .fold(FamilyReport::default(), |sum, f| FamilyReport {
+                family: None,
+                total: sum.total.saturating_add(f.total),
+                used: sum.used.saturating_add(f.used),
+                free: sum.free.saturating_add(f.free),
+                out_of_range: sum.out_of_range.saturating_add(f.out_of_range),
+            })
+    }
+}

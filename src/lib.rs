@@ -1,0 +1,15 @@
+//! ferro-ipam: a Cluster API IPAM provider.
+//!
+//! - [`allocator`]: the address allocator, free of Kubernetes.
+//! - [`api`]: the pool CRDs and the Cluster API types served.
+//! - [`index`]: the in-memory allocation state of every pool, fed by watches.
+//! - [`controller`]: the claim and pool controllers and their wiring.
+//! - [`run`], [`cli`], [`health`]: the process.
+
+pub mod allocator;
+pub mod api;
+pub mod cli;
+pub mod controller;
+pub mod health;
+pub mod index;
+pub mod run;

@@ -1,0 +1,24 @@
+use clap::Parser;
+use ferro_ipam::cli::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(Command::Crds { output_dir }) = cli.command {
+        match output_dir {
+            None => print!("{}", ferro_ipam::api::crdgen::all_yaml()),
+            Some(dir) => {
+                for (name, yaml) in ferro_ipam::api::crdgen::files() {
+                    std::fs::write(dir.join(&name), yaml)?;
+                }
+            }
+        }
+        return Ok(());
+    }
+    if let Err(message) = cli.run.validate() {
+        eprintln!("error: {message}");
+        std::process::exit(2);
+    }
+    ferro_ipam::run::init_logging(cli.run.log_format, &cli.run.log_level)?;
+    ferro_ipam::run::run(cli.run).await
+}

@@ -1,0 +1,361 @@
+//! Property tests: the allocator against a naive model (sets of addresses) over small random
+//! pools — random entries (singles, ranges, CIDRs), exclusions, gateway, prefix and reserved
+//! flag — and random operations, including edits of the pool definition.
+//!
+//! Pinned: no address has two holders, `allocate_lowest` returns exactly the model's lowest
+//! free address, counts are always exact, and out-of-range addresses are never dropped.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ferro_ipam::allocator::{AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool};
+use proptest::prelude::*;
+
+/// Addresses are small values: 10.0.0.<v> or fd00::<v>. Entries use 0..64; operations,
+/// exclusions and gateways reach a little further, so some fall outside the pool.
+const ENTRY_SPAN: u8 = 64;
+const OP_SPAN: u8 = 80;
+
+#[derive(Clone, Debug)]
+enum Entry {
+    Single(u8),
+    Range(u8, u8),
+    /// A value and how many host bits its CIDR has (0..=5): always inside 0..64.
+    Cidr(u8, u8),
+}
+
+#[derive(Clone, Debug)]
+struct Def {
+    v6: bool,
+    addresses: Vec<Entry>,
+    excluded: Vec<Entry>,
+    gateway: Option<u8>,
+    /// The prefix is /26 (or /122) minus this, so every entry lies in the lowest's subnet.
+    prefix_slack: u8,
+    allocate_reserved: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    AllocateLowest,
+    Allocate(u8),
+    Release(u8),
+    MarkUsed(u8),
+    AllocateRange(u8, u8),
+    OtherFamily(u8),
+    WithSpec(Def),
+    Rebuild,
+}
+
+fn entry(max: u8) -> impl Strategy<Value = Entry> {
+    prop_oneof![
+        (0..max).prop_map(Entry::Single),
+        (0..max, 0..max).prop_map(|(a, b)| Entry::Range(a.min(b), a.max(b))),
+        (0..ENTRY_SPAN, 0u8..=5).prop_map(|(v, host_bits)| Entry::Cidr(v, host_bits)),
+    ]
+}
+
+fn def(v6: bool) -> impl Strategy<Value = Def> {
+    (
+        prop::collection::vec(entry(ENTRY_SPAN), 1..5),
+        prop::collection::vec(entry(OP_SPAN), 0..3),
+        prop::option::of(0..OP_SPAN),
+        0u8..=2,
+        any::<bool>(),
+    )
+        .prop_map(
+            move |(addresses, excluded, gateway, prefix_slack, allocate_reserved)| Def {
+                v6,
+                addresses,
+                excluded,
+                gateway,
+                prefix_slack,
+                allocate_reserved,
+            },
+        )
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => Just(Op::AllocateLowest),
+        3 => (0..OP_SPAN).prop_map(Op::Allocate),
+        4 => (0..OP_SPAN).prop_map(Op::Release),
+        2 => (0..OP_SPAN).prop_map(Op::MarkUsed),
+        1 => (0..OP_SPAN, 0..OP_SPAN).prop_map(|(a, b)| Op::AllocateRange(a, b)),
+        1 => (0..OP_SPAN).prop_map(Op::OtherFamily),
+        1 => def(false).prop_map(Op::WithSpec),
+        1 => Just(Op::Rebuild),
+    ]
+}
+
+fn text(v6: bool, value: u8) -> String {
+    if v6 {
+        format!("fd00::{value:x}")
+    } else {
+        format!("10.0.0.{value}")
+    }
+}
+
+fn address(v6: bool, value: u8) -> IpAddr {
+    text(v6, value).parse().expect("model address")
+}
+
+fn value_of(ip: IpAddr) -> u8 {
+    match ip {
+        IpAddr::V4(v4) => v4.octets()[3],
+        IpAddr::V6(v6) => v6.octets()[15],
+    }
+}
+
+impl Entry {
+    fn render(&self, v6: bool) -> String {
+        match *self {
+            Entry::Single(v) => text(v6, v),
+            Entry::Range(a, b) => format!("{}-{}", text(v6, a), text(v6, b)),
+            Entry::Cidr(v, host_bits) => {
+                let bits = if v6 { 128 } else { 32 };
+                format!("{}/{}", text(v6, v), bits - host_bits)
+            }
+        }
+    }
+
+    fn values(&self) -> std::ops::RangeInclusive<u8> {
+        match *self {
+            Entry::Single(v) => v..=v,
+            Entry::Range(a, b) => a..=b,
+            Entry::Cidr(v, host_bits) => {
+                let size = 1u8 << host_bits;
+                let first = v & !(size - 1);
+                first..=first + (size - 1)
+            }
+        }
+    }
+}
+
+/// The definition as the CRD would carry it, and the model's view of it.
+struct Rendered {
+    addresses: Vec<String>,
+    excluded: Vec<String>,
+    gateway: Option<String>,
+    prefix: u8,
+    allocate_reserved: bool,
+}
+
+impl Rendered {
+    fn of(def: &Def) -> Rendered {
+        Rendered {
+            addresses: def.addresses.iter().map(|e| e.render(def.v6)).collect(),
+            excluded: def.excluded.iter().map(|e| e.render(def.v6)).collect(),
+            gateway: def.gateway.map(|g| text(def.v6, g)),
+            prefix: if def.v6 { 122 } else { 26 } - def.prefix_slack,
+            allocate_reserved: def.allocate_reserved,
+        }
+    }
+
+    fn spec(&self) -> FamilySpec<'_> {
+        FamilySpec {
+            addresses: &self.addresses,
+            excluded: &self.excluded,
+            prefix: self.prefix,
+            gateway: self.gateway.as_deref(),
+            allocate_reserved: self.allocate_reserved,
+        }
+    }
+}
+
+/// Why the model thinks a value is not allocatable.
+fn model_reason(def: &Def, value: u8) -> Option<NotInPool> {
+    let listed: BTreeSet<u8> = def.addresses.iter().flat_map(Entry::values).collect();
+    // The prefix is /26 (or /122) minus the slack: 6 + slack host bits. Every entry is below
+    // 64, so the lowest address's subnet starts at 0 and ends at 2^(6 + slack) - 1 (a
+    // broadcast address for IPv4 only).
+    let network = 0u8;
+    let broadcast = (1u16 << (6 + def.prefix_slack)) - 1;
+    if !listed.contains(&value) {
+        Some(NotInPool::Outside)
+    } else if def.gateway == Some(value) {
+        Some(NotInPool::Gateway)
+    } else if def.excluded.iter().any(|e| e.values().contains(&value)) {
+        Some(NotInPool::Excluded)
+    } else if !def.allocate_reserved
+        && (value == network || (!def.v6 && u16::from(value) == broadcast))
+    {
+        Some(NotInPool::Reserved)
+    } else {
+        None
+    }
+}
+
+struct Model {
+    def: Def,
+    allocatable: BTreeSet<u8>,
+    /// Every used address, in range or not.
+    used: BTreeSet<u8>,
+}
+
+impl Model {
+    fn new(def: Def) -> Model {
+        let allocatable = (0..=u8::MAX)
+            .filter(|v| model_reason(&def, *v).is_none())
+            .collect();
+        Model {
+            def,
+            allocatable,
+            used: BTreeSet::new(),
+        }
+    }
+
+    fn counts(&self) -> Counts {
+        let in_range = self.used.intersection(&self.allocatable).count() as u128;
+        let total = self.allocatable.len() as u128;
+        Counts {
+            total,
+            used: self.used.len() as u128,
+            in_range_used: in_range,
+            free: total - in_range,
+            out_of_range: self.used.len() as u128 - in_range,
+            saturated: false,
+        }
+    }
+
+    fn outside(&self) -> Vec<u8> {
+        self.used.difference(&self.allocatable).copied().collect()
+    }
+}
+
+fn check_agreement(pool: &FamilyPool, model: &Model) -> Result<(), TestCaseError> {
+    prop_assert_eq!(pool.counts(), model.counts());
+    // Nothing at or above OP_SPAN is ever listed or used; check a margin beyond it.
+    for value in 0..OP_SPAN + 16 {
+        let ip = address(model.def.v6, value);
+        prop_assert_eq!(pool.is_allocated(ip), model.used.contains(&value), "{}", ip);
+        let reason = model_reason(&model.def, value);
+        prop_assert_eq!(pool.check(ip).err(), reason, "{}", ip);
+    }
+    let out: Vec<u8> = pool
+        .out_of_range_ranges()
+        .flat_map(|(a, b)| value_of(a)..=value_of(b))
+        .collect();
+    prop_assert_eq!(out, model.outside());
+    Ok(())
+}
+
+fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCaseError> {
+    let v6 = model.def.v6;
+    match op {
+        Op::AllocateLowest => {
+            let expected = model.allocatable.difference(&model.used).next().copied();
+            prop_assert_eq!(pool.allocate_lowest(), expected.map(|v| address(v6, v)));
+            model.used.extend(expected);
+        }
+        Op::Allocate(v) => {
+            let expected = match model_reason(&model.def, v) {
+                Some(reason) => Err(AllocateError::NotInPool { reason }),
+                None if model.used.contains(&v) => Err(AllocateError::AlreadyAllocated),
+                None => Ok(()),
+            };
+            prop_assert_eq!(pool.allocate(address(v6, v)), expected);
+            if expected.is_ok() {
+                model.used.insert(v);
+            }
+        }
+        Op::Release(v) => {
+            prop_assert_eq!(pool.release(address(v6, v)), model.used.remove(&v));
+        }
+        Op::MarkUsed(v) => {
+            let expected = match (model.allocatable.contains(&v), model.used.insert(v)) {
+                (_, false) => Marked::AlreadyUsed,
+                (true, true) => Marked::InRange,
+                (false, true) => Marked::OutOfRange,
+            };
+            prop_assert_eq!(pool.mark_used(address(v6, v)), expected);
+        }
+        Op::AllocateRange(a, b) => {
+            let newly: Vec<u8> = (a.min(b)..=a.max(b))
+                .filter(|v| model.allocatable.contains(v) && !model.used.contains(v))
+                .collect();
+            let added = pool.allocate_range(address(v6, a), address(v6, b));
+            prop_assert_eq!(added, Ok(newly.len() as u128));
+            model.used.extend(newly);
+        }
+        Op::OtherFamily(v) => {
+            let other = address(!v6, v);
+            prop_assert_eq!(pool.mark_used(other), Marked::WrongFamily);
+            prop_assert!(!pool.release(other));
+            prop_assert!(!pool.is_allocated(other));
+            prop_assert_eq!(
+                pool.allocate(other),
+                Err(AllocateError::NotInPool {
+                    reason: NotInPool::WrongFamily
+                })
+            );
+        }
+        Op::WithSpec(mut def) => {
+            def.v6 = v6;
+            let rendered = Rendered::of(&def);
+            let (edited, outside) = pool.with_spec(&rendered.spec()).expect("valid edit");
+            let used = std::mem::take(&mut model.used);
+            *model = Model::new(def);
+            model.used = used;
+            let outside: Vec<u8> = outside.into_iter().map(value_of).collect();
+            prop_assert_eq!(outside, model.outside(), "never dropped, listed in order");
+            *pool = edited;
+        }
+        Op::Rebuild => {
+            let rendered = Rendered::of(&model.def);
+            let existing: Vec<IpAddr> = model.used.iter().rev().map(|&v| address(v6, v)).collect();
+            let (rebuilt, outside) =
+                FamilyPool::rebuild(&rendered.spec(), existing).expect("valid");
+            let mut outside: Vec<u8> = outside.into_iter().map(value_of).collect();
+            outside.sort_unstable();
+            prop_assert_eq!(outside, model.outside());
+            *pool = rebuilt;
+        }
+    }
+    check_agreement(pool, model)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn the_pool_agrees_with_a_naive_model(
+        v6 in any::<bool>(),
+        initial in def(false),
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        let initial = Def { v6, ..initial };
+        let rendered = Rendered::of(&initial);
+        let mut pool = FamilyPool::new(&rendered.spec()).expect("generated definitions are valid");
+        let mut model = Model::new(initial);
+        check_agreement(&pool, &model)?;
+        for op in ops {
+            apply(&mut pool, &mut model, op)?;
+        }
+    }
+
+    #[test]
+    fn no_address_is_handed_out_twice_until_released(
+        initial in def(false),
+        ops in prop::collection::vec(prop_oneof![3 => Just(None), 1 => (0..OP_SPAN).prop_map(Some)], 1..200),
+    ) {
+        let rendered = Rendered::of(&initial);
+        let mut pool = FamilyPool::new(&rendered.spec()).expect("valid");
+        let mut holders: BTreeSet<IpAddr> = BTreeSet::new();
+        for op in ops {
+            match op {
+                None => {
+                    if let Some(ip) = pool.allocate_lowest() {
+                        prop_assert!(holders.insert(ip), "{} handed out twice", ip);
+                    } else {
+                        prop_assert_eq!(pool.counts().free, 0);
+                    }
+                }
+                Some(v) => {
+                    let ip = address(false, v);
+                    prop_assert_eq!(pool.release(ip), holders.remove(&ip));
+                }
+            }
+        }
+    }
+}

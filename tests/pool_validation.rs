@@ -1,0 +1,169 @@
+//! The pool CRD's CEL rules, evaluated locally (no API server): every case of the in-cluster
+//! webhook's table that CEL can express is refused with a message naming the field, and valid
+//! pools pass. The e2e suite checks the same cases against a real API server.
+
+use ferro_ipam::api::crdgen;
+use kube::core::cel;
+use serde_json::{Value, json};
+
+fn schema() -> Value {
+    let crd = crdgen::in_cluster_ip_pool();
+    let version = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.name == "v1alpha2")
+        .expect("v1alpha2 is generated");
+    serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref()),
+    )
+    .expect("schema serializes")
+}
+
+fn pool(spec: Value) -> Value {
+    json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
+        "kind": "InClusterIPPool",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+/// The messages of every rule the spec breaks.
+fn refusals(spec: Value) -> Vec<String> {
+    match cel::Validator::new().validate(&schema(), &pool(spec), None) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors
+            .into_vec()
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect(),
+    }
+}
+
+fn assert_refused(spec: Value, expected: &str) {
+    let messages = refusals(spec.clone());
+    assert!(
+        messages.iter().any(|m| m.contains(expected)),
+        "spec {spec} should be refused with {expected:?}, got {messages:?}"
+    );
+}
+
+#[test]
+fn valid_pools_pass() {
+    for spec in [
+        json!({"addresses": ["10.0.0.10", "10.0.0.24-10.0.0.32", "10.0.0.128/28"], "prefix": 24, "gateway": "10.0.0.1"}),
+        json!({"addresses": ["10.0.0.0/24"], "prefix": 24}),
+        json!({"addresses": ["fd00::10-fd00::20"], "prefix": 64, "gateway": "fd00::1", "excludedAddresses": ["fd00::15"]}),
+        json!({"addresses": ["10.0.0.5/24"], "prefix": 16, "excludedAddresses": ["10.0.0.7", "10.0.0.8-10.0.0.9", "10.0.0.64/30"]}),
+        json!({"addresses": ["192.168.1.1"], "prefix": 32}),
+        json!({"addresses": ["10.0.0.2-10.0.0.9"], "prefix": 24, "gateway": ""}),
+    ] {
+        assert_eq!(
+            refusals(spec.clone()),
+            Vec::<String>::new(),
+            "spec {spec} should pass"
+        );
+    }
+}
+
+#[test]
+fn empty_addresses_are_refused() {
+    assert_refused(
+        json!({"addresses": [], "prefix": 24}),
+        "spec.addresses is required",
+    );
+}
+
+#[test]
+fn entries_that_are_not_ip_range_or_cidr_are_refused_and_named() {
+    assert_refused(
+        json!({"addresses": ["10.0.0.300"], "prefix": 24}),
+        "\"10.0.0.300\" is not a valid IP",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.1", "not-an-ip"], "prefix": 24}),
+        "\"not-an-ip\"",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.1-fd00::1"], "prefix": 24}),
+        "not a valid IP, range",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.1-10.0.0.2-10.0.0.3"], "prefix": 24}),
+        "not a valid IP, range",
+    );
+}
+
+#[test]
+fn mixed_families_in_addresses_are_refused() {
+    assert_refused(
+        json!({"addresses": ["10.0.0.1", "fd00::1"], "prefix": 24}),
+        "spec.addresses: provided addresses are of mixed IP families",
+    );
+}
+
+#[test]
+fn gateway_of_the_other_family_or_not_an_ip_is_refused() {
+    assert_refused(
+        json!({"addresses": ["10.0.0.2"], "prefix": 24, "gateway": "fd00::1"}),
+        "spec.gateway: provided gateway and addresses are of mixed IP families",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.2"], "prefix": 24, "gateway": "gw"}),
+        "spec.gateway: provided gateway is not a valid IP address",
+    );
+}
+
+#[test]
+fn bad_or_mixed_excluded_addresses_are_refused() {
+    assert_refused(
+        json!({"addresses": ["10.0.0.0/24"], "prefix": 24, "excludedAddresses": ["10.0.0.x"]}),
+        "spec.excludedAddresses: \"10.0.0.x\"",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.0/24"], "prefix": 24, "excludedAddresses": ["10.0.0.1", "fd00::1"]}),
+        "spec.excludedAddresses: provided addresses are of mixed IP families",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.0/24"], "prefix": 24, "excludedAddresses": ["fd00::1"]}),
+        "addresses and excluded addresses are of mixed IP families",
+    );
+}
+
+#[test]
+fn prefix_too_long_for_ipv4_is_refused() {
+    assert_refused(
+        json!({"addresses": ["10.0.0.2"], "prefix": 33}),
+        "spec.prefix: provided prefix is not valid",
+    );
+}
+
+#[test]
+fn entries_outside_the_subnet_of_the_lowest_address_are_refused() {
+    assert_refused(
+        json!({"addresses": ["10.0.0.2", "10.0.1.2"], "prefix": 24}),
+        "belongs to a different subnet",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.250-10.0.1.5"], "prefix": 24}),
+        "belongs to a different subnet",
+    );
+    assert_refused(
+        json!({"addresses": ["10.0.0.0/23"], "prefix": 24}),
+        "belongs to a different subnet",
+    );
+    assert_refused(
+        json!({"addresses": ["fd00::1", "fd01::1"], "prefix": 64}),
+        "belongs to a different subnet",
+    );
+}
+
+#[test]
+fn a_broken_entry_is_reported_once_not_by_every_rule() {
+    let messages = refusals(json!({"addresses": ["bogus"], "prefix": 24, "gateway": "10.0.0.1"}));
+    assert_eq!(messages.len(), 1, "{messages:?}");
+}
