@@ -6,7 +6,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -146,6 +146,23 @@ fn report_memory() {
         allocate_lowest_n(&mut pool, MILLION);
         pool
     });
+    // Every `stride`-th address: the densities where chunks are arrays or bitmaps.
+    for stride in [2u32, 16, 17, 24, 40] {
+        let count = (1u32 << 24) / stride;
+        let count = count.min(1_000_000);
+        measure(
+            &format!("1 in {stride} addresses of an IPv4 /8"),
+            count.into(),
+            || {
+                let mut pool = Def::new("10.0.0.0/8", 8, true).pool();
+                for i in 0..count {
+                    let ip = IpAddr::V4(Ipv4Addr::from((10 << 24) | (i * stride)));
+                    let _ = black_box(pool.allocate(ip));
+                }
+                pool
+            },
+        );
+    }
     let addresses = scattered_v6_addresses(SCATTERED);
     measure("sparse, IPv6 /64, 100,000 scattered", SCATTERED, || {
         let mut pool = Def::new("fd00::/64", 64, false).pool();

@@ -8,7 +8,9 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use ferro_ipam::allocator::{AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool};
+use ferro_ipam::allocator::{
+    AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool, parse_entry,
+};
 use proptest::prelude::*;
 
 /// Addresses are small values: 10.0.0.<v> or fd00::<v>. Entries use 0..64; operations,
@@ -358,4 +360,66 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn any_entry_text_parses_or_is_refused_without_panicking(text in "[0-9a-fA-F:./%-]{0,45}") {
+        if let Ok(entry) = parse_entry(&text) {
+            prop_assert!(entry.contains(entry.first()) && entry.contains(entry.last()));
+        }
+    }
+
+    #[test]
+    fn any_definition_builds_or_is_refused_without_panicking(
+        addresses in prop::collection::vec(address_text(), 0..4),
+        excluded in prop::collection::vec(address_text(), 0..3),
+        gateway in prop::option::of(address_text()),
+        prefix in prop_oneof![0u8..=32, 0u8..=128, Just(0u8), any::<u8>()],
+        allocate_reserved in any::<bool>(),
+        probe in address_text(),
+    ) {
+        let spec = FamilySpec {
+            addresses: &addresses,
+            excluded: &excluded,
+            prefix,
+            gateway: gateway.as_deref(),
+            allocate_reserved,
+        };
+        if let Ok(mut pool) = FamilyPool::new(&spec) {
+            let counts = pool.counts();
+            prop_assert_eq!(counts.free, counts.total);
+            if let Some(ip) = pool.allocate_lowest() {
+                prop_assert_eq!(pool.check(ip), Ok(()));
+                prop_assert!(pool.is_allocated(ip));
+            }
+            if let Ok(ip) = probe.parse::<IpAddr>() {
+                let _ = pool.mark_used(ip);
+                let _ = pool.allocate_range(ip, ip);
+                let _ = pool.release(ip);
+            }
+        }
+    }
+}
+
+/// Entry-like text from the corners of both families, well-formed or not.
+fn address_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("0.0.0.0".to_owned()),
+        Just("255.255.255.255".to_owned()),
+        Just("::".to_owned()),
+        Just("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff".to_owned()),
+        Just("::/0".to_owned()),
+        Just("0.0.0.0/0".to_owned()),
+        Just(String::new()),
+        (0u32..=u32::MAX, 0u8..=33)
+            .prop_map(|(v, len)| format!("{}/{len}", std::net::Ipv4Addr::from(v))),
+        (any::<u128>(), 0u8..=129)
+            .prop_map(|(v, len)| format!("{}/{len}", std::net::Ipv6Addr::from(v))),
+        (any::<u32>(), any::<u32>()).prop_map(|(a, b)| format!(
+            "{}-{}",
+            std::net::Ipv4Addr::from(a),
+            std::net::Ipv4Addr::from(b)
+        )),
+        any::<u32>().prop_map(|v| std::net::Ipv4Addr::from(v).to_string()),
+        "[0-9a-f:./-]{0,20}",
+    ]
 }

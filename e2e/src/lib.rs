@@ -1,1 +1,13 @@
-//! Test harness: a real control plane on loopback (see issue 3).
+//! The e2e harness: a real kube-apiserver and etcd on loopback, the real `ferro-ipam` binary
+//! against it, and helpers the scenarios share. Every process started here is killed when its
+//! handle drops, and with the test process at the latest.
+
+pub mod certs;
+pub mod invariants;
+pub mod objects;
+pub mod plane;
+pub mod process;
+pub mod provider;
+
+pub use plane::{ControlPlane, Tools};
+pub use provider::Provider;

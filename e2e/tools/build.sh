@@ -93,7 +93,7 @@ if command -v flock >/dev/null; then
 fi
 
 log "building $key (Kubernetes $k8s_version, etcd $etcd_version, Cluster API $capi_version CRDs) into $dir"
-log "a cold build downloads ~1 GB of modules and takes several minutes on 2 cores"
+log "a cold build fetches ~0.8 GB of modules, fills ~3 GB of Go build cache and takes 5-10 minutes on 2 cores"
 tmp=$(mktemp -d "$cache_root/.$key.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT
@@ -109,12 +109,13 @@ k8s_ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor -X $pkg.gitTreeState=clean"
 done
+go_download() { (cd "$here/$1" && go mod download); }
 go_build() { # go_build MODULE_DIR OUTPUT PACKAGE LDFLAGS
   (cd "$here/$1" && go build -trimpath -buildvcs=false -ldflags "$4" -o "$2" "$3")
 }
 
-step "download modules (kube)" bash -c "cd '$here/kube' && go mod download"
-step "download modules (etcd)" bash -c "cd '$here/etcd' && go mod download"
+step "download modules (kube)" go_download kube
+step "download modules (etcd)" go_download etcd
 step "build kube-apiserver" go_build kube "$tmp/bin/kube-apiserver" ./cmd/kube-apiserver "$k8s_ldflags"
 step "build kubectl" go_build kube "$tmp/bin/kubectl" ./cmd/kubectl "$k8s_ldflags"
 step "build etcd" go_build etcd "$tmp/bin/etcd" . "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version"

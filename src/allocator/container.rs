@@ -56,6 +56,22 @@ impl Bits {
         })
     }
 
+    /// Values `0..capacity` (at most `CHUNK_SIZE`), written word by word.
+    fn filled(capacity: u32) -> Box<Bits> {
+        let capacity = capacity.min(CHUNK_SIZE);
+        let mut bits = Bits::empty();
+        let whole_words = (capacity / 64) as usize;
+        bits.words[..whole_words].fill(u64::MAX);
+        if let Some(word) = bits.words.get_mut(whole_words) {
+            *word = (1u64 << (capacity % 64)) - 1;
+        }
+        for word in 0..whole_words {
+            bits.full_words[word >> 6] |= 1 << (word & 63);
+        }
+        bits.count = capacity;
+        bits
+    }
+
     fn from_values(values: &[u16]) -> Box<Bits> {
         let mut bits = Bits::empty();
         for &value in values {
@@ -154,12 +170,14 @@ impl Container {
     /// Every value of `0..capacity` except `hole` (a full chunk after one release).
     #[must_use]
     pub(super) fn full_except(capacity: u32, hole: u16) -> Container {
-        let mut container = Container::empty();
-        if let Some(last) = capacity.checked_sub(1) {
-            let _ = container.insert_span(0, last as u16);
-            let _ = container.remove(hole);
+        let capacity = capacity.min(CHUNK_SIZE);
+        if capacity as usize > ARRAY_MAX + 1 {
+            let mut bits = Bits::filled(capacity);
+            bits.remove(hole);
+            return Container::Bitmap(bits);
         }
-        container
+        let values = (0..capacity).filter(|v| *v != u32::from(hole));
+        Container::from_sorted(values.map(|v| v as u16).collect())
     }
 
     fn from_sorted(values: Vec<u16>) -> Container {
@@ -228,6 +246,11 @@ impl Container {
                     return false;
                 };
                 if values.len() < ARRAY_MAX {
+                    if values.len() == values.capacity() {
+                        // Grow by a quarter, not double: at most 2.5 bytes per value.
+                        let more = (values.len() / 4).max(16).min(ARRAY_MAX - values.len());
+                        values.reserve_exact(more);
+                    }
                     values.insert(position, value);
                 } else {
                     let mut bits = Bits::from_values(values);

@@ -81,7 +81,7 @@ fn span_insertion_counts_only_new_values() {
 
 #[test]
 fn full_except_leaves_exactly_one_hole() {
-    for capacity in [1, 2, 7, 300, 5000, CHUNK_SIZE] {
+    for capacity in [1, 2, 7, 300, 4097, 4098, 5000, 65_535, CHUNK_SIZE] {
         let hole = (capacity / 2) as u16;
         let container = Container::full_except(capacity, hole);
         assert_eq!(container.len(), capacity - 1);

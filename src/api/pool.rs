@@ -205,10 +205,23 @@ fn spec_rules(schema: &mut Schema) {
     apply_rules(schema, validation::spec_rules());
 }
 
+fn entry_rules(schema: &mut Schema) {
+    if let Some(items) = schema
+        .get_mut("items")
+        .and_then(|i| Schema::try_from(i.take()).ok())
+    {
+        let mut items = items;
+        apply_rules(&mut items, validation::entry_rules());
+        schema.insert("items".to_owned(), items.to_value());
+    }
+}
+
 fn addresses_rules(schema: &mut Schema) {
+    entry_rules(schema);
     apply_rules(schema, validation::addresses_rules());
 }
 
 fn excluded_rules(schema: &mut Schema) {
+    entry_rules(schema);
     apply_rules(schema, validation::excluded_rules());
 }

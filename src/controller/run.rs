@@ -104,8 +104,12 @@ where
     stream.for_each(|_| future::ready(()))
 }
 
-/// A pool controller of one kind, fed from its own watch, which also feeds the index.
+/// A pool controller of one kind, fed from its own watch, which also feeds the index. When
+/// `manage` is false the pools only feed the index: their status and finalizer are left to an
+/// instance that sees every namespace.
+#[allow(clippy::too_many_arguments)]
 fn pool_controller<K>(
+    manage: bool,
     client: &Client,
     settings: &Settings,
     index: &Index,
@@ -128,12 +132,16 @@ where
             }
             event
         });
+    if !manage {
+        drop(triggers);
+        return future::Either::Left(drain(events));
+    }
     let controller = Controller::for_stream(events.touched_objects(), store)
         .with_config(ControllerConfig::default().debounce(Duration::from_millis(300)))
         .reconcile_on(UnboundedReceiverStream::new(triggers))
         .graceful_shutdown_on(shutdown)
         .run(pool::reconcile::<K>, error_policy, ctx);
-    drain(controller)
+    future::Either::Right(drain(controller))
 }
 
 /// Runs the controllers until `shutdown` resolves. Every call starts from an empty index, which
@@ -251,6 +259,7 @@ pub async fn run(
             .run(claim::reconcile, error_policy, ctx.clone()),
     );
     let in_cluster = pool_controller::<InClusterIPPool>(
+        true,
         &client,
         &settings,
         &index,
@@ -259,7 +268,9 @@ pub async fn run(
         ctx.clone(),
         shutdown.clone(),
     );
+    let manage_global = settings.namespace.is_none();
     let global = pool_controller::<GlobalInClusterIPPool>(
+        manage_global,
         &client,
         &settings,
         &index,

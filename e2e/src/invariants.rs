@@ -1,0 +1,214 @@
+//! The invariant checker every scenario ends with: one address per claim, no address twice in
+//! a pool, no orphan addresses, and pool status counts equal to what the objects say.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use ferro_ipam::allocator::{FamilyPool, FamilySpec};
+use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
+use ferro_ipam::api::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};
+use ferro_ipam::index::PoolKey;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::objects::CAPI;
+
+/// Label on `IPAddress` objects a scenario makes by hand (no claim behind them).
+pub const HAND_MADE_LABEL: &str = "e2e.ferro-ipam.dev/hand-made";
+
+struct World {
+    claims: Vec<IPAddressClaim>,
+    addresses: Vec<IPAddress>,
+    pools: BTreeMap<PoolKey, (IPPoolSpec, Option<IPPoolStatus>)>,
+}
+
+async fn load(client: &Client, namespaces: &[&str]) -> Result<World> {
+    let mut world = World {
+        claims: Vec::new(),
+        addresses: Vec::new(),
+        pools: BTreeMap::new(),
+    };
+    for ns in namespaces {
+        world.claims.extend(
+            Api::<IPAddressClaim>::namespaced_with(client.clone(), ns, &CAPI.claim_resource())
+                .list(&ListParams::default())
+                .await?
+                .items,
+        );
+        world.addresses.extend(
+            Api::<IPAddress>::namespaced_with(client.clone(), ns, &CAPI.address_resource())
+                .list(&ListParams::default())
+                .await?
+                .items,
+        );
+        for pool in Api::<InClusterIPPool>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+        {
+            world.pools.insert(
+                PoolKey::in_cluster(ns, &pool.name_any()),
+                (pool.spec, pool.status),
+            );
+        }
+    }
+    let referenced: BTreeSet<String> = world
+        .addresses
+        .iter()
+        .map(|a| &a.spec.pool_ref)
+        .chain(world.claims.iter().map(|c| &c.spec.pool_ref))
+        .filter(|r| r.kind == "GlobalInClusterIPPool")
+        .map(|r| r.name.clone())
+        .collect();
+    for pool in Api::<GlobalInClusterIPPool>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+    {
+        if referenced.contains(&pool.name_any()) {
+            world
+                .pools
+                .insert(PoolKey::global(&pool.name_any()), (pool.spec, pool.status));
+        }
+    }
+    Ok(world)
+}
+
+fn violations(world: &World) -> Vec<String> {
+    let mut found = Vec::new();
+    let address_of = |ns: &str, name: &str| {
+        world
+            .addresses
+            .iter()
+            .find(|a| a.namespace().as_deref() == Some(ns) && a.name_any() == name)
+    };
+
+    // One address per claim: a Ready claim has its IPAddress, naming it and its pool.
+    for claim in &world.claims {
+        let ns = claim.namespace().unwrap_or_default();
+        let Some(pool) = PoolKey::from_reference(&ns, &claim.spec.pool_ref) else {
+            continue;
+        };
+        let ready = claim.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        if !ready || claim.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match address_of(&ns, &claim.name_any()) {
+            None => found.push(format!(
+                "claim {ns}/{} is Ready but has no IPAddress",
+                claim.name_any()
+            )),
+            Some(address) => {
+                if PoolKey::from_reference(&ns, &address.spec.pool_ref).as_ref() != Some(&pool) {
+                    found.push(format!(
+                        "IPAddress {ns}/{} is not in the claim's pool {pool}",
+                        address.name_any()
+                    ));
+                }
+                if address.spec.claim_ref.name != claim.name_any() {
+                    found.push(format!(
+                        "IPAddress {ns}/{} names claim {}",
+                        address.name_any(),
+                        address.spec.claim_ref.name
+                    ));
+                }
+            }
+        }
+    }
+
+    // No address twice in a pool; no orphans.
+    let mut holders: BTreeMap<(PoolKey, String), Vec<String>> = BTreeMap::new();
+    for address in &world.addresses {
+        let ns = address.namespace().unwrap_or_default();
+        let Some(pool) = PoolKey::from_reference(&ns, &address.spec.pool_ref) else {
+            continue;
+        };
+        holders
+            .entry((pool, address.spec.address.clone()))
+            .or_default()
+            .push(format!("{ns}/{}", address.name_any()));
+        let hand_made = address.labels().contains_key(HAND_MADE_LABEL);
+        let has_claim = world.claims.iter().any(|c| {
+            c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == address.name_any()
+        });
+        if !hand_made && !has_claim {
+            found.push(format!(
+                "IPAddress {ns}/{} has no claim (orphan)",
+                address.name_any()
+            ));
+        }
+    }
+    for ((pool, ip), names) in &holders {
+        if names.len() > 1 {
+            found.push(format!("{ip} is held twice in {pool}: {names:?}"));
+        }
+    }
+
+    // Pool status counts equal what the objects say.
+    for (key, (spec, status)) in &world.pools {
+        let ips: Vec<IpAddr> = world
+            .addresses
+            .iter()
+            .filter(|a| {
+                PoolKey::from_reference(&a.namespace().unwrap_or_default(), &a.spec.pool_ref)
+                    .as_ref()
+                    == Some(key)
+            })
+            .filter_map(|a| a.spec.address.parse().ok())
+            .collect();
+        let Ok(prefix) = u8::try_from(spec.prefix) else {
+            continue;
+        };
+        let family = FamilySpec {
+            addresses: &spec.addresses,
+            excluded: spec.excluded_addresses.as_deref().unwrap_or_default(),
+            prefix,
+            gateway: spec.gateway.as_deref().filter(|g| !g.is_empty()),
+            allocate_reserved: spec.allocate_reserved_ip_addresses.unwrap_or(false),
+        };
+        let Ok(pool) = FamilyPool::new(&family) else {
+            continue;
+        };
+        let in_range: BTreeSet<IpAddr> = ips
+            .iter()
+            .copied()
+            .filter(|ip| pool.check(*ip).is_ok())
+            .collect();
+        let out_of_range = ips.iter().filter(|ip| pool.check(**ip).is_err()).count() as i64;
+        let total = i64::try_from(pool.counts().total).unwrap_or(i64::MAX);
+        let expected = (
+            total,
+            ips.len() as i64,
+            total.saturating_sub(in_range.len() as i64),
+            out_of_range,
+        );
+        let counts = status.as_ref().and_then(|s| s.ip_addresses.as_ref());
+        let actual = counts.map(|c| (c.total, c.used, c.free, c.out_of_range));
+        if actual != Some(expected) {
+            found.push(format!("{key}: status (total, used, free, outOfRange) is {actual:?}, the objects say {expected:?}"));
+        }
+    }
+    found
+}
+
+/// Checks the invariants over `namespaces` (and the global pools their objects reference),
+/// giving the controllers up to 30 s to settle. Fails with every violation found.
+pub async fn check(client: &Client, namespaces: &[&str]) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = violations(&load(client, namespaces).await?);
+        if found.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("invariants violated:\n  {}", found.join("\n  "));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,261 @@
+//! A real control plane on loopback: etcd and kube-apiserver with fresh credentials, the CRDs
+//! of ferro-ipam and of Cluster API installed, and a kubeconfig to reach it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::certs::{self, Credentials};
+use crate::process::{Process, free_port, http_status, wait_until};
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("e2e/ lives in the repository")
+        .to_path_buf()
+}
+
+/// The built control-plane binaries and CAPI CRDs (see `e2e/tools/build.sh`).
+#[derive(Clone, Debug)]
+pub struct Tools {
+    pub dir: PathBuf,
+}
+
+impl Tools {
+    /// `$FERRO_IPAM_TOOLS`, else whatever `e2e/tools/build.sh` builds or finds in its cache.
+    pub fn locate() -> Result<Tools> {
+        if let Ok(dir) = std::env::var("FERRO_IPAM_TOOLS") {
+            return Ok(Tools { dir: dir.into() });
+        }
+        let script = repo_root().join("e2e/tools/build.sh");
+        let output = Command::new("bash")
+            .arg(&script)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !output.status.success() {
+            bail!("{} failed", script.display());
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let dir = stdout
+            .lines()
+            .last()
+            .context("build.sh printed no directory")?
+            .trim()
+            .to_owned();
+        Ok(Tools { dir: dir.into() })
+    }
+
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.dir.join("bin").join(name)
+    }
+
+    pub fn capi_crds(&self) -> PathBuf {
+        self.dir.join("crds")
+    }
+}
+
+/// A running etcd + kube-apiserver.
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+    pub tools: Tools,
+    pub credentials: Credentials,
+    _temp: tempfile::TempDir,
+    etcd: Process,
+    apiserver: Process,
+}
+
+impl ControlPlane {
+    /// The control plane shared by every test of this process; started on first use.
+    pub fn shared() -> &'static ControlPlane {
+        static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+        PLANE.get_or_init(|| match ControlPlane::start() {
+            Ok(plane) => plane,
+            Err(error) => panic!("starting the e2e control plane: {error:#}"),
+        })
+    }
+
+    /// Starts etcd and kube-apiserver, and installs the CRDs.
+    pub fn start() -> Result<ControlPlane> {
+        let started = Instant::now();
+        let tools = Tools::locate()?;
+        let temp = tempfile::Builder::new()
+            .prefix("ferro-ipam-e2e-")
+            .tempdir()?;
+        let dir = temp.path().to_path_buf();
+        let credentials = certs::generate(&dir)?;
+
+        let etcd_port = free_port();
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let mut etcd = Command::new(tools.bin("etcd"));
+        etcd.args([
+            "--data-dir",
+            &dir.join("etcd").to_string_lossy(),
+            "--listen-client-urls",
+            &etcd_url,
+            "--advertise-client-urls",
+            &etcd_url,
+            "--listen-peer-urls",
+            "http://127.0.0.1:0",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=8589934592",
+        ]);
+        let mut etcd = Process::start("etcd", etcd, dir.join("etcd.log"))?;
+        let etcd_address = format!("127.0.0.1:{etcd_port}");
+        if !wait_until(Duration::from_secs(30), || {
+            http_status(&etcd_address, "/health") == Some(200)
+        }) {
+            bail!("etcd did not become healthy:\n{}", etcd.tail(20));
+        }
+        if !etcd.is_running() {
+            bail!("etcd exited:\n{}", etcd.tail(20));
+        }
+
+        let api_port = free_port();
+        let server = format!("https://127.0.0.1:{api_port}");
+        let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+        let mut apiserver = Command::new(tools.bin("kube-apiserver"));
+        apiserver.args([
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            // 1.37 refuses a loopback advertise address unless the endpoint reconciler is off.
+            "--advertise-address=127.0.0.1".to_owned(),
+            "--endpoint-reconciler-type=none".to_owned(),
+            format!("--secure-port={api_port}"),
+            format!("--tls-cert-file={}", path(&credentials.serving_cert)),
+            format!("--tls-private-key-file={}", path(&credentials.serving_key)),
+            format!("--client-ca-file={}", path(&credentials.ca_cert)),
+            "--authorization-mode=RBAC".to_owned(),
+            format!("--service-account-issuer={server}"),
+            format!(
+                "--service-account-key-file={}",
+                path(&credentials.service_account_pub)
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                path(&credentials.service_account_key)
+            ),
+            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            format!(
+                "--cert-dir={}",
+                dir.join("apiserver-certs").to_string_lossy()
+            ),
+            "--max-requests-inflight=2000".to_owned(),
+            "--max-mutating-requests-inflight=1000".to_owned(),
+        ]);
+        let apiserver =
+            Process::start("kube-apiserver", apiserver, dir.join("kube-apiserver.log"))?;
+
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {}\n\
+                 users:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\n\
+                 contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: admin\ncurrent-context: e2e\n",
+                path(&credentials.ca_cert),
+                path(&credentials.admin_cert),
+                path(&credentials.admin_key)
+            ),
+        )?;
+
+        let mut plane = ControlPlane {
+            dir,
+            kubeconfig,
+            server,
+            tools,
+            credentials,
+            _temp: temp,
+            etcd,
+            apiserver,
+        };
+        let ready = wait_until(Duration::from_secs(90), || {
+            plane
+                .kubectl(&["get", "--raw", "/readyz"])
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        });
+        if !ready || !plane.apiserver.is_running() {
+            bail!(
+                "kube-apiserver did not become ready:\n{}",
+                plane.apiserver.tail(30)
+            );
+        }
+        plane.install_crds()?;
+        eprintln!(
+            "e2e control plane ready at {} in {:.1}s (logs in {})",
+            plane.server,
+            started.elapsed().as_secs_f64(),
+            plane.dir.display()
+        );
+        Ok(plane)
+    }
+
+    fn install_crds(&self) -> Result<()> {
+        let ours = repo_root().join("crds");
+        let capi = self.tools.capi_crds();
+        for dir in [&ours, &capi] {
+            self.kubectl_ok(&["apply", "--server-side", "-f", &dir.to_string_lossy()])?;
+        }
+        self.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ])?;
+        Ok(())
+    }
+
+    /// Runs kubectl against this control plane.
+    pub fn kubectl(&self, args: &[&str]) -> Result<Output> {
+        Ok(Command::new(self.tools.bin("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()?)
+    }
+
+    /// Runs kubectl and fails with its output unless it succeeds.
+    pub fn kubectl_ok(&self, args: &[&str]) -> Result<String> {
+        let output = self.kubectl(args)?;
+        if !output.status.success() {
+            bail!(
+                "kubectl {}: {}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// A client with admin rights. Create one per test: a client belongs to the runtime it was made in.
+    pub async fn client(&self) -> Client {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig).expect("the kubeconfig parses");
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("the kubeconfig is usable");
+        Client::try_from(config).expect("a client")
+    }
+
+    /// The API server's log so far (for failure messages).
+    pub fn apiserver_log_tail(&self, lines: usize) -> String {
+        self.apiserver.tail(lines)
+    }
+
+    /// etcd's log so far.
+    pub fn etcd_log_tail(&self, lines: usize) -> String {
+        self.etcd.tail(lines)
+    }
+}

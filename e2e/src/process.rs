@@ -1,0 +1,173 @@
+//! Child processes that never outlive the test run: each is started with a parent-death signal
+//! from one long-lived thread (the signal fires when the *thread* that forked ends), killed on
+//! drop, and logs to a file.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+type Request = (Command, mpsc::Sender<io::Result<Child>>);
+
+fn spawner() -> &'static Mutex<mpsc::Sender<Request>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Request>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Request>();
+        std::thread::Builder::new()
+            .name("e2e-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in rx {
+                    let _ = reply.send(command.spawn());
+                }
+                // The channel lives in a static, so this thread only ends with the process.
+                loop {
+                    std::thread::park();
+                }
+            })
+            .expect("starting the spawner thread");
+        Mutex::new(tx)
+    })
+}
+
+/// A running child process, killed when dropped.
+pub struct Process {
+    pub name: String,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Process {
+    /// Starts `command`, its stdout and stderr going to `log`.
+    pub fn start(name: &str, mut command: Command, log: PathBuf) -> io::Result<Process> {
+        let out = File::create(&log)?;
+        command
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let (reply, answer) = mpsc::channel();
+        spawner()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send((command, reply))
+            .map_err(io::Error::other)?;
+        let child = answer.recv().map_err(io::Error::other)??;
+        Ok(Process {
+            name: name.to_owned(),
+            log,
+            child: Some(child),
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, signal: i32) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: sending a signal to our own child.
+            unsafe {
+                libc::kill(pid as i32, signal);
+            }
+        }
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit status if it exited by itself.
+    pub fn terminate(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        None
+    }
+
+    /// The last lines of the log, for failure messages.
+    pub fn tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding a loopback port")
+}
+
+/// A plain HTTP GET on loopback; returns the status code.
+pub fn http_status(address: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A plain HTTP GET on loopback; returns the body when the status is 200.
+pub fn http_get(address: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    (head.split_whitespace().nth(1)? == "200").then(|| body.to_owned())
+}
+
+/// Polls `check` every 100 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,103 @@
+//! The real `ferro-ipam` binary, run as a process against the e2e control plane.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+
+use crate::plane::{ControlPlane, repo_root};
+use crate::process::{Process, free_port, http_get, http_status, wait_until};
+
+/// Where the provider binary is: `$FERRO_IPAM_BIN`, else the workspace's debug build.
+pub fn binary() -> PathBuf {
+    std::env::var_os("FERRO_IPAM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/debug/ferro-ipam"))
+}
+
+/// A running provider.
+pub struct Provider {
+    pub process: Process,
+    pub metrics: String,
+    pub health: String,
+}
+
+impl Provider {
+    /// Starts the provider with `args` besides kubeconfig and listen addresses, and waits until it
+    /// is ready (its index is complete, or it stands by for the lease).
+    pub fn start(plane: &ControlPlane, args: &[&str]) -> Result<Provider> {
+        let provider = Provider::launch(plane, &plane.kubeconfig, args)?;
+        provider.wait_ready(Duration::from_secs(60))?;
+        Ok(provider)
+    }
+
+    /// Starts the provider with another kubeconfig (another identity), without waiting.
+    pub fn launch(
+        plane: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+    ) -> Result<Provider> {
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, Ordering::SeqCst);
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let health = format!("127.0.0.1:{}", free_port());
+        let mut command = Command::new(binary());
+        command
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([
+                "--metrics-bind-address",
+                &metrics,
+                "--health-probe-bind-address",
+                &health,
+                "--log-level",
+                "info,ferro_ipam=debug",
+            ])
+            .args(args)
+            .env("HOSTNAME", format!("e2e-provider-{n}"));
+        let process = Process::start(
+            "ferro-ipam",
+            command,
+            plane.dir.join(format!("ferro-ipam-{n}.log")),
+        )?;
+        Ok(Provider {
+            process,
+            metrics,
+            health,
+        })
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        if !wait_until(timeout, || {
+            http_status(&self.health, "/readyz") == Some(200)
+        }) {
+            bail!(
+                "ferro-ipam did not become ready; its log ends with:\n{}",
+                self.process.tail(40)
+            );
+        }
+        Ok(())
+    }
+
+    /// The Prometheus text of `/metrics`, if it answers.
+    pub fn metrics_text(&self) -> Option<String> {
+        http_get(&self.metrics, "/metrics")
+    }
+
+    /// SIGKILL: no chance to clean up, as in a crash.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// SIGTERM and wait for a graceful exit.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.terminate(Duration::from_secs(20))
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.process.tail(lines)
+    }
+}
