@@ -324,3 +324,79 @@ impl Scope {
             .collect())
     }
 }
+
+/// A `Ready` condition as (status, reason, message).
+pub type Readiness = (String, String, String);
+
+impl Scope {
+    /// The `Ready` condition of an `InClusterIPPool` of this namespace.
+    pub async fn pool_ready(&self, name: &str) -> Option<Readiness> {
+        let pool = self.pools().get_opt(name).await.ok()??;
+        let ready = pool
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        Some((ready.status, ready.reason, ready.message))
+    }
+
+    /// The Events (`events.k8s.io/v1`) of this namespace about the object `kind`/`name`, as
+    /// (type, reason, note).
+    pub async fn events_about(
+        &self,
+        kind: &str,
+        name: &str,
+    ) -> Result<Vec<(String, String, String)>> {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                })
+            })
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
+    /// Drops one finalizer from an object of this namespace, as the controller that put it there
+    /// would; the others stay.
+    pub async fn remove_finalizer(
+        &self,
+        resource: &ApiResource,
+        name: &str,
+        finalizer: &str,
+    ) -> Result<()> {
+        let api = self.dynamic(resource, true);
+        for _ in 0..10 {
+            let object = api.get(name).await?;
+            let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+            let kept: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
+            if kept.len() == finalizers.len() {
+                return Ok(());
+            }
+            let patch = json!({"metadata": {
+                "resourceVersion": object.metadata.resource_version,
+                "finalizers": kept,
+            }});
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                other => return other.map(drop).map_err(Into::into),
+            }
+        }
+        Err(anyhow!("{name}: finalizer {finalizer} kept conflicting"))
+    }
+}

@@ -38,6 +38,8 @@ pub enum PoolReason {
     AddressesOutOfRange,
     /// No free address is left.
     Exhausted,
+    /// The addresses leave nothing to hand out (all reserved, excluded or the gateway).
+    NoAllocatableAddresses,
     /// One address is held by more than one `IPAddress`.
     AddressConflict,
     /// The pool is being deleted but addresses still reference it.
@@ -52,6 +54,7 @@ impl PoolReason {
             PoolReason::AddressesOutOfRange => "AddressesOutOfRange",
             PoolReason::Exhausted => "Exhausted",
             PoolReason::AddressConflict => "AddressConflict",
+            PoolReason::NoAllocatableAddresses => "NoAllocatableAddresses",
             PoolReason::Deleting => "Deleting",
         }
     }

@@ -37,6 +37,8 @@ pub enum Trigger {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PoolFacts {
     pub uid: String,
+    /// The pool carries its deletion-protection finalizer: addresses may be allocated from it.
+    pub protected: bool,
     pub paused: bool,
     pub deleting: bool,
     pub grace_period_seconds: i64,

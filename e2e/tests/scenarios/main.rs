@@ -2,6 +2,7 @@
 //! Each scenario has its own namespace (and provider); all share one control plane.
 
 mod in_cluster;
+mod lifecycle;
 
 use std::time::Duration;
 

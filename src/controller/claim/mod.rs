@@ -116,7 +116,8 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
 enum Fulfilled {
     /// The claim's `IPAddress` exists with this address.
     Written(IpAddr),
-    /// Its old `IPAddress` is on its way out; it is recreated once gone.
+    /// Waiting for something the watches announce: the old `IPAddress` to be gone (then it is
+    /// recreated), or the pool's deletion protection to be in place.
     Pending,
 }
 
@@ -170,6 +171,11 @@ async fn fulfil(
                 ClaimReason::PoolNotReady,
                 format!("{pool_key} is being deleted"),
             ));
+        }
+        // An address is only ever written into a pool that deletion protection already holds.
+        Some(p) if !p.protected => {
+            ctx.index.wait_for_pool(pool_key, holder);
+            return Ok(Fulfilled::Pending);
         }
         Some(p) => p,
     };

@@ -5,7 +5,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use crate::api::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};
 use crate::index::{PoolFacts, PoolKey};
 
-use crate::api::keys::PAUSED_ANNOTATION;
+use crate::api::keys::{PAUSED_ANNOTATION, PROTECT_POOL_FINALIZER};
 
 /// A pool object of either kind.
 pub trait PoolObject:
@@ -28,6 +28,10 @@ pub trait PoolObject:
     fn facts(&self) -> PoolFacts {
         PoolFacts {
             uid: self.uid().unwrap_or_default(),
+            protected: self
+                .finalizers()
+                .iter()
+                .any(|f| f == PROTECT_POOL_FINALIZER),
             paused: self.annotations().contains_key(PAUSED_ANNOTATION),
             deleting: self.meta().deletion_timestamp.is_some(),
             grace_period_seconds: i64::from(

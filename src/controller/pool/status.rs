@@ -77,6 +77,15 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
         );
     }
     let totals = report.totals();
+    if totals.total == 0 {
+        return (
+            false,
+            PoolReason::NoAllocatableAddresses,
+            "the pool's addresses leave nothing to hand out: the gateway, excludedAddresses and the network (and, for IPv4, broadcast) \
+             address of <lowest address>/<prefix> are never allocated; widen addresses or set allocateReservedIPAddresses"
+                .to_owned(),
+        );
+    }
     if totals.free == 0 {
         return (
             true,
@@ -212,6 +221,14 @@ mod tests {
         )];
         assert_eq!(readiness(&r, None).1, PoolReason::AddressConflict);
         assert!(readiness(&r, None).2.contains("a/x"));
+    }
+
+    #[test]
+    fn pool_with_nothing_to_hand_out_is_not_ready_and_says_why() {
+        let (ready, reason, message) = readiness(&report(0, 0, 0), None);
+        assert!(!ready);
+        assert_eq!(reason, PoolReason::NoAllocatableAddresses);
+        assert!(message.contains("allocateReservedIPAddresses"));
     }
 
     #[test]
