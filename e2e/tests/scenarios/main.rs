@@ -1,8 +1,12 @@
 //! End-to-end scenarios: the real `ferro-ipam` binary against a real kube-apiserver and etcd.
 //! Each scenario has its own namespace (and provider); all share one control plane.
 
+mod addresses;
+mod consumers;
+mod crash;
 mod in_cluster;
 mod lifecycle;
+mod validation;
 
 use std::time::Duration;
 
