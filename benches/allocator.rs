@@ -58,11 +58,7 @@ struct Def {
 
 impl Def {
     fn new(cidr: &str, prefix: u8, allocate_reserved: bool) -> Def {
-        Def {
-            addresses: vec![cidr.to_owned()],
-            prefix,
-            allocate_reserved,
-        }
+        Def { addresses: vec![cidr.to_owned()], prefix, allocate_reserved }
     }
 
     fn pool(&self) -> FamilyPool {
@@ -106,10 +102,7 @@ fn nearly_full_v6_64() -> FamilyPool {
     let mut pool = Def::new("fd00::/64", 64, true).pool();
     let below = pool.allocate_range(v6("fd00::"), v6("fd00::7fff:ffff:ffff:fffe"));
     let above = pool.allocate_range(v6("fd00::8000:0:0:0"), v6("fd00::ffff:ffff:ffff:ffff"));
-    assert_eq!(
-        below.ok().zip(above.ok()).map(|(a, b)| a + b),
-        Some(u128::from(u64::MAX))
-    );
+    assert_eq!(below.ok().zip(above.ok()).map(|(a, b)| a + b), Some(u128::from(u64::MAX)));
     pool
 }
 
@@ -150,18 +143,14 @@ fn report_memory() {
     for stride in [2u32, 16, 17, 24, 40] {
         let count = (1u32 << 24) / stride;
         let count = count.min(1_000_000);
-        measure(
-            &format!("1 in {stride} addresses of an IPv4 /8"),
-            count.into(),
-            || {
-                let mut pool = Def::new("10.0.0.0/8", 8, true).pool();
-                for i in 0..count {
-                    let ip = IpAddr::V4(Ipv4Addr::from((10 << 24) | (i * stride)));
-                    let _ = black_box(pool.allocate(ip));
-                }
-                pool
-            },
-        );
+        measure(&format!("1 in {stride} addresses of an IPv4 /8"), count.into(), || {
+            let mut pool = Def::new("10.0.0.0/8", 8, true).pool();
+            for i in 0..count {
+                let ip = IpAddr::V4(Ipv4Addr::from((10 << 24) | (i * stride)));
+                let _ = black_box(pool.allocate(ip));
+            }
+            pool
+        });
     }
     let addresses = scattered_v6_addresses(SCATTERED);
     measure("sparse, IPv6 /64, 100,000 scattered", SCATTERED, || {
@@ -171,11 +160,7 @@ fn report_memory() {
         }
         pool
     });
-    measure(
-        "nearly full IPv6 /64 (2^64 - 1 used)",
-        u64::MAX,
-        nearly_full_v6_64,
-    );
+    measure("nearly full IPv6 /64 (2^64 - 1 used)", u64::MAX, nearly_full_v6_64);
     measure("empty IPv6 /0", 1, || Def::new("::/0", 0, false).pool());
 }
 
@@ -186,10 +171,9 @@ fn lowest_free(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(6))
         .throughput(Throughput::Elements(MILLION));
-    for (name, def) in [
-        ("ipv4_/8_1M", Def::new("10.0.0.0/8", 8, false)),
-        ("ipv6_/48_1M", Def::new("fd00:1::/48", 48, false)),
-    ] {
+    for (name, def) in
+        [("ipv4_/8_1M", Def::new("10.0.0.0/8", 8, false)), ("ipv6_/48_1M", Def::new("fd00:1::/48", 48, false))]
+    {
         let empty = def.pool();
         group.bench_function(name, |b| {
             b.iter_batched(
@@ -250,9 +234,7 @@ fn scattered(c: &mut Criterion) {
 
 fn full_pools(c: &mut Criterion) {
     let mut group = c.benchmark_group("full_pool");
-    group
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    group.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
     let mut full = full_v4_16();
     group.bench_function("ipv4_/16_full_allocate_lowest", |b| {
         b.iter(|| black_box(full.allocate_lowest()));

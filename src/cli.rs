@@ -98,10 +98,8 @@ impl RunFlags {
                 self.leader_elect_renew_margin, self.leader_elect_lease_duration
             ));
         }
-        parse_bind_address(&self.metrics_bind_address)
-            .map_err(|e| format!("--metrics-bind-address: {e}"))?;
-        parse_bind_address(&self.health_probe_bind_address)
-            .map_err(|e| format!("--health-probe-bind-address: {e}"))?;
+        parse_bind_address(&self.metrics_bind_address).map_err(|e| format!("--metrics-bind-address: {e}"))?;
+        parse_bind_address(&self.health_probe_bind_address).map_err(|e| format!("--health-probe-bind-address: {e}"))?;
         Ok(())
     }
 }
@@ -110,14 +108,10 @@ impl RunFlags {
 pub fn parse_bind_address(value: &str) -> Result<Option<SocketAddr>, String> {
     match value {
         "0" | "" => Ok(None),
-        port if port.starts_with(':') => format!("0.0.0.0{port}")
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{value:?} is not \":PORT\"")),
-        other => other
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{value:?} is not HOST:PORT, :PORT or 0")),
+        port if port.starts_with(':') => {
+            format!("0.0.0.0{port}").parse().map(Some).map_err(|_| format!("{value:?} is not \":PORT\""))
+        }
+        other => other.parse().map(Some).map_err(|_| format!("{value:?} is not HOST:PORT, :PORT or 0")),
     }
 }
 
@@ -128,14 +122,8 @@ mod tests {
     #[test]
     fn bind_addresses_accept_the_capi_forms() {
         assert_eq!(parse_bind_address("0"), Ok(None));
-        assert_eq!(
-            parse_bind_address(":9440"),
-            Ok(Some("0.0.0.0:9440".parse().unwrap()))
-        );
-        assert_eq!(
-            parse_bind_address("127.0.0.1:8080"),
-            Ok(Some("127.0.0.1:8080".parse().unwrap()))
-        );
+        assert_eq!(parse_bind_address(":9440"), Ok(Some("0.0.0.0:9440".parse().unwrap())));
+        assert_eq!(parse_bind_address("127.0.0.1:8080"), Ok(Some("127.0.0.1:8080".parse().unwrap())));
         assert!(parse_bind_address("localhost").is_err());
     }
 

@@ -48,9 +48,7 @@ impl Health {
 
 /// Serves a router on `address` until the process ends.
 pub async fn serve(address: SocketAddr, router: Router) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|e| anyhow::anyhow!("listening on {address}: {e}"))?;
+    let listener = TcpListener::bind(address).await.map_err(|e| anyhow::anyhow!("listening on {address}: {e}"))?;
     axum::serve(listener, router).await?;
     Ok(())
 }

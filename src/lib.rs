@@ -12,4 +12,5 @@ pub mod cli;
 pub mod controller;
 pub mod health;
 pub mod index;
+pub mod metrics;
 pub mod run;

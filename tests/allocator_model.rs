@@ -8,9 +8,7 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use ferro_ipam::allocator::{
-    AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool, parse_entry,
-};
+use ferro_ipam::allocator::{AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool, parse_entry};
 use proptest::prelude::*;
 
 /// Addresses are small values: 10.0.0.<v> or fd00::<v>. Entries use 0..64; operations,
@@ -65,16 +63,14 @@ fn def(v6: bool) -> impl Strategy<Value = Def> {
         0u8..=2,
         any::<bool>(),
     )
-        .prop_map(
-            move |(addresses, excluded, gateway, prefix_slack, allocate_reserved)| Def {
-                v6,
-                addresses,
-                excluded,
-                gateway,
-                prefix_slack,
-                allocate_reserved,
-            },
-        )
+        .prop_map(move |(addresses, excluded, gateway, prefix_slack, allocate_reserved)| Def {
+            v6,
+            addresses,
+            excluded,
+            gateway,
+            prefix_slack,
+            allocate_reserved,
+        })
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -91,11 +87,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn text(v6: bool, value: u8) -> String {
-    if v6 {
-        format!("fd00::{value:x}")
-    } else {
-        format!("10.0.0.{value}")
-    }
+    if v6 { format!("fd00::{value:x}") } else { format!("10.0.0.{value}") }
 }
 
 fn address(v6: bool, value: u8) -> IpAddr {
@@ -179,9 +171,7 @@ fn model_reason(def: &Def, value: u8) -> Option<NotInPool> {
         Some(NotInPool::Gateway)
     } else if def.excluded.iter().any(|e| e.values().contains(&value)) {
         Some(NotInPool::Excluded)
-    } else if !def.allocate_reserved
-        && (value == network || (!def.v6 && u16::from(value) == broadcast))
-    {
+    } else if !def.allocate_reserved && (value == network || (!def.v6 && u16::from(value) == broadcast)) {
         Some(NotInPool::Reserved)
     } else {
         None
@@ -197,14 +187,8 @@ struct Model {
 
 impl Model {
     fn new(def: Def) -> Model {
-        let allocatable = (0..=u8::MAX)
-            .filter(|v| model_reason(&def, *v).is_none())
-            .collect();
-        Model {
-            def,
-            allocatable,
-            used: BTreeSet::new(),
-        }
+        let allocatable = (0..=u8::MAX).filter(|v| model_reason(&def, *v).is_none()).collect();
+        Model { def, allocatable, used: BTreeSet::new() }
     }
 
     fn counts(&self) -> Counts {
@@ -234,10 +218,7 @@ fn check_agreement(pool: &FamilyPool, model: &Model) -> Result<(), TestCaseError
         let reason = model_reason(&model.def, value);
         prop_assert_eq!(pool.check(ip).err(), reason, "{}", ip);
     }
-    let out: Vec<u8> = pool
-        .out_of_range_ranges()
-        .flat_map(|(a, b)| value_of(a)..=value_of(b))
-        .collect();
+    let out: Vec<u8> = pool.out_of_range_ranges().flat_map(|(a, b)| value_of(a)..=value_of(b)).collect();
     prop_assert_eq!(out, model.outside());
     Ok(())
 }
@@ -273,9 +254,8 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
             prop_assert_eq!(pool.mark_used(address(v6, v)), expected);
         }
         Op::AllocateRange(a, b) => {
-            let newly: Vec<u8> = (a.min(b)..=a.max(b))
-                .filter(|v| model.allocatable.contains(v) && !model.used.contains(v))
-                .collect();
+            let newly: Vec<u8> =
+                (a.min(b)..=a.max(b)).filter(|v| model.allocatable.contains(v) && !model.used.contains(v)).collect();
             let added = pool.allocate_range(address(v6, a), address(v6, b));
             prop_assert_eq!(added, Ok(newly.len() as u128));
             model.used.extend(newly);
@@ -285,12 +265,7 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
             prop_assert_eq!(pool.mark_used(other), Marked::WrongFamily);
             prop_assert!(!pool.release(other));
             prop_assert!(!pool.is_allocated(other));
-            prop_assert_eq!(
-                pool.allocate(other),
-                Err(AllocateError::NotInPool {
-                    reason: NotInPool::WrongFamily
-                })
-            );
+            prop_assert_eq!(pool.allocate(other), Err(AllocateError::NotInPool { reason: NotInPool::WrongFamily }));
         }
         Op::WithSpec(mut def) => {
             def.v6 = v6;
@@ -306,8 +281,7 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
         Op::Rebuild => {
             let rendered = Rendered::of(&model.def);
             let existing: Vec<IpAddr> = model.used.iter().rev().map(|&v| address(v6, v)).collect();
-            let (rebuilt, outside) =
-                FamilyPool::rebuild(&rendered.spec(), existing).expect("valid");
+            let (rebuilt, outside) = FamilyPool::rebuild(&rendered.spec(), existing).expect("valid");
             let mut outside: Vec<u8> = outside.into_iter().map(value_of).collect();
             outside.sort_unstable();
             prop_assert_eq!(outside, model.outside());
@@ -410,10 +384,8 @@ fn address_text() -> impl Strategy<Value = String> {
         Just("::/0".to_owned()),
         Just("0.0.0.0/0".to_owned()),
         Just(String::new()),
-        (0u32..=u32::MAX, 0u8..=33)
-            .prop_map(|(v, len)| format!("{}/{len}", std::net::Ipv4Addr::from(v))),
-        (any::<u128>(), 0u8..=129)
-            .prop_map(|(v, len)| format!("{}/{len}", std::net::Ipv6Addr::from(v))),
+        (0u32..=u32::MAX, 0u8..=33).prop_map(|(v, len)| format!("{}/{len}", std::net::Ipv4Addr::from(v))),
+        (any::<u128>(), 0u8..=129).prop_map(|(v, len)| format!("{}/{len}", std::net::Ipv6Addr::from(v))),
         (any::<u32>(), any::<u32>()).prop_map(|(a, b)| format!(
             "{}-{}",
             std::net::Ipv4Addr::from(a),

@@ -8,19 +8,9 @@ use serde_json::{Value, json};
 
 fn schema() -> Value {
     let crd = crdgen::in_cluster_ip_pool();
-    let version = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.name == "v1alpha2")
-        .expect("v1alpha2 is generated");
-    serde_json::to_value(
-        version
-            .schema
-            .as_ref()
-            .and_then(|s| s.open_api_v3_schema.as_ref()),
-    )
-    .expect("schema serializes")
+    let version = crd.spec.versions.iter().find(|v| v.name == "v1alpha2").expect("v1alpha2 is generated");
+    serde_json::to_value(version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()))
+        .expect("schema serializes")
 }
 
 fn pool(spec: Value) -> Value {
@@ -36,11 +26,7 @@ fn pool(spec: Value) -> Value {
 fn refusals(spec: Value) -> Vec<String> {
     match cel::Validator::new().validate(&schema(), &pool(spec), None) {
         Ok(()) => Vec::new(),
-        Err(errors) => errors
-            .into_vec()
-            .into_iter()
-            .map(|e| e.to_string())
-            .collect(),
+        Err(errors) => errors.into_vec().into_iter().map(|e| e.to_string()).collect(),
     }
 }
 
@@ -62,20 +48,13 @@ fn valid_pools_pass() {
         json!({"addresses": ["192.168.1.1"], "prefix": 32}),
         json!({"addresses": ["10.0.0.2-10.0.0.9"], "prefix": 24, "gateway": ""}),
     ] {
-        assert_eq!(
-            refusals(spec.clone()),
-            Vec::<String>::new(),
-            "spec {spec} should pass"
-        );
+        assert_eq!(refusals(spec.clone()), Vec::<String>::new(), "spec {spec} should pass");
     }
 }
 
 #[test]
 fn empty_addresses_are_refused() {
-    assert_refused(
-        json!({"addresses": [], "prefix": 24}),
-        "spec.addresses is required",
-    );
+    assert_refused(json!({"addresses": [], "prefix": 24}), "spec.addresses is required");
 }
 
 #[test]
@@ -87,10 +66,7 @@ fn entries_that_are_not_ip_range_or_cidr_are_refused_and_named() {
         (json!(["10.0.0.1-fd00::1"]), 0),
         (json!(["10.0.0.1-10.0.0.2-10.0.0.3"]), 0),
     ] {
-        assert_refused(
-            json!({"addresses": addresses, "prefix": 24}),
-            &format!("spec.addresses[{index}]: {bad}"),
-        );
+        assert_refused(json!({"addresses": addresses, "prefix": 24}), &format!("spec.addresses[{index}]: {bad}"));
     }
 }
 
@@ -132,30 +108,15 @@ fn bad_or_mixed_excluded_addresses_are_refused() {
 
 #[test]
 fn prefix_too_long_for_ipv4_is_refused() {
-    assert_refused(
-        json!({"addresses": ["10.0.0.2"], "prefix": 33}),
-        "spec.prefix: provided prefix is not valid",
-    );
+    assert_refused(json!({"addresses": ["10.0.0.2"], "prefix": 33}), "spec.prefix: provided prefix is not valid");
 }
 
 #[test]
 fn entries_outside_the_subnet_of_the_lowest_address_are_refused() {
-    assert_refused(
-        json!({"addresses": ["10.0.0.2", "10.0.1.2"], "prefix": 24}),
-        "belongs to a different subnet",
-    );
-    assert_refused(
-        json!({"addresses": ["10.0.0.250-10.0.1.5"], "prefix": 24}),
-        "belongs to a different subnet",
-    );
-    assert_refused(
-        json!({"addresses": ["10.0.0.0/23"], "prefix": 24}),
-        "belongs to a different subnet",
-    );
-    assert_refused(
-        json!({"addresses": ["fd00::1", "fd01::1"], "prefix": 64}),
-        "belongs to a different subnet",
-    );
+    assert_refused(json!({"addresses": ["10.0.0.2", "10.0.1.2"], "prefix": 24}), "belongs to a different subnet");
+    assert_refused(json!({"addresses": ["10.0.0.250-10.0.1.5"], "prefix": 24}), "belongs to a different subnet");
+    assert_refused(json!({"addresses": ["10.0.0.0/23"], "prefix": 24}), "belongs to a different subnet");
+    assert_refused(json!({"addresses": ["fd00::1", "fd01::1"], "prefix": 64}), "belongs to a different subnet");
 }
 
 #[test]

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 
 /// Paths of the files written, and the CA to sign more client certificates with.
@@ -39,9 +39,7 @@ pub fn client_certificate(
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.distinguished_name.push(DnType::CommonName, user);
     for group in groups {
-        params
-            .distinguished_name
-            .push(DnType::OrganizationName, *group);
+        params.distinguished_name.push(DnType::OrganizationName, *group);
     }
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let key = KeyPair::generate()?;
@@ -56,14 +54,9 @@ pub fn client_certificate(
 pub fn generate(dir: &Path) -> Result<Credentials> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "ferro-ipam-e2e-ca");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    ca_params.distinguished_name.push(DnType::CommonName, "ferro-ipam-e2e-ca");
+    ca_params.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
     let ca_cert = write(dir, "ca.crt", &ca.pem())?;
     let ca_key = write(dir, "ca.key", &ca.key().serialize_pem())?;
@@ -73,26 +66,17 @@ pub fn generate(dir: &Path) -> Result<Credentials> {
         "kubernetes".to_owned(),
         "kubernetes.default.svc".to_owned(),
     ])?;
-    serving
-        .subject_alt_names
-        .push(SanType::IpAddress("127.0.0.1".parse()?));
-    serving
-        .subject_alt_names
-        .push(SanType::IpAddress("::1".parse()?));
-    serving
-        .subject_alt_names
-        .push(SanType::IpAddress("10.0.0.1".parse()?));
-    serving
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
+    serving.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse()?));
+    serving.subject_alt_names.push(SanType::IpAddress("::1".parse()?));
+    serving.subject_alt_names.push(SanType::IpAddress("10.0.0.1".parse()?));
+    serving.distinguished_name.push(DnType::CommonName, "kube-apiserver");
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let serving_key_pair = KeyPair::generate()?;
     let serving_cert_pem = serving.signed_by(&serving_key_pair, &ca)?.pem();
     let serving_cert = write(dir, "serving.crt", &serving_cert_pem)?;
     let serving_key = write(dir, "serving.key", &serving_key_pair.serialize_pem())?;
 
-    let (admin_cert, admin_key) =
-        client_certificate(dir, &ca, "admin", &["system:masters"], "admin")?;
+    let (admin_cert, admin_key) = client_certificate(dir, &ca, "admin", &["system:masters"], "admin")?;
 
     let sa = KeyPair::generate()?;
     let service_account_key = write(dir, "sa.key", &sa.serialize_pem())?;

@@ -25,11 +25,7 @@ struct World {
 }
 
 async fn load(client: &Client, namespaces: &[&str]) -> Result<World> {
-    let mut world = World {
-        claims: Vec::new(),
-        addresses: Vec::new(),
-        pools: BTreeMap::new(),
-    };
+    let mut world = World { claims: Vec::new(), addresses: Vec::new(), pools: BTreeMap::new() };
     for ns in namespaces {
         world.claims.extend(
             Api::<IPAddressClaim>::namespaced_with(client.clone(), ns, &CAPI.claim_resource())
@@ -43,15 +39,8 @@ async fn load(client: &Client, namespaces: &[&str]) -> Result<World> {
                 .await?
                 .items,
         );
-        for pool in Api::<InClusterIPPool>::namespaced(client.clone(), ns)
-            .list(&ListParams::default())
-            .await?
-            .items
-        {
-            world.pools.insert(
-                PoolKey::in_cluster(ns, &pool.name_any()),
-                (pool.spec, pool.status),
-            );
+        for pool in Api::<InClusterIPPool>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items {
+            world.pools.insert(PoolKey::in_cluster(ns, &pool.name_any()), (pool.spec, pool.status));
         }
     }
     let referenced: BTreeSet<String> = world
@@ -62,15 +51,9 @@ async fn load(client: &Client, namespaces: &[&str]) -> Result<World> {
         .filter(|r| r.kind == "GlobalInClusterIPPool")
         .map(|r| r.name.clone())
         .collect();
-    for pool in Api::<GlobalInClusterIPPool>::all(client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items
-    {
+    for pool in Api::<GlobalInClusterIPPool>::all(client.clone()).list(&ListParams::default()).await?.items {
         if referenced.contains(&pool.name_any()) {
-            world
-                .pools
-                .insert(PoolKey::global(&pool.name_any()), (pool.spec, pool.status));
+            world.pools.insert(PoolKey::global(&pool.name_any()), (pool.spec, pool.status));
         }
     }
     Ok(world)
@@ -79,10 +62,7 @@ async fn load(client: &Client, namespaces: &[&str]) -> Result<World> {
 fn violations(world: &World) -> Vec<String> {
     let mut found = Vec::new();
     let address_of = |ns: &str, name: &str| {
-        world
-            .addresses
-            .iter()
-            .find(|a| a.namespace().as_deref() == Some(ns) && a.name_any() == name)
+        world.addresses.iter().find(|a| a.namespace().as_deref() == Some(ns) && a.name_any() == name)
     };
 
     // One address per claim: a Ready claim has its IPAddress, naming it and its pool.
@@ -91,25 +71,18 @@ fn violations(world: &World) -> Vec<String> {
         let Some(pool) = PoolKey::from_reference(&ns, &claim.spec.pool_ref) else {
             continue;
         };
-        let ready = claim.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
+        let ready = claim
+            .status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
         if !ready || claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
         match address_of(&ns, &claim.name_any()) {
-            None => found.push(format!(
-                "claim {ns}/{} is Ready but has no IPAddress",
-                claim.name_any()
-            )),
+            None => found.push(format!("claim {ns}/{} is Ready but has no IPAddress", claim.name_any())),
             Some(address) => {
                 if PoolKey::from_reference(&ns, &address.spec.pool_ref).as_ref() != Some(&pool) {
-                    found.push(format!(
-                        "IPAddress {ns}/{} is not in the claim's pool {pool}",
-                        address.name_any()
-                    ));
+                    found.push(format!("IPAddress {ns}/{} is not in the claim's pool {pool}", address.name_any()));
                 }
                 if address.spec.claim_ref.name != claim.name_any() {
                     found.push(format!(
@@ -129,19 +102,14 @@ fn violations(world: &World) -> Vec<String> {
         let Some(pool) = PoolKey::from_reference(&ns, &address.spec.pool_ref) else {
             continue;
         };
-        holders
-            .entry((pool, address.spec.address.clone()))
-            .or_default()
-            .push(format!("{ns}/{}", address.name_any()));
+        holders.entry((pool, address.spec.address.clone())).or_default().push(format!("{ns}/{}", address.name_any()));
         let hand_made = address.labels().contains_key(HAND_MADE_LABEL);
-        let has_claim = world.claims.iter().any(|c| {
-            c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == address.name_any()
-        });
+        let has_claim = world
+            .claims
+            .iter()
+            .any(|c| c.namespace().as_deref() == Some(ns.as_str()) && c.name_any() == address.name_any());
         if !hand_made && !has_claim {
-            found.push(format!(
-                "IPAddress {ns}/{} has no claim (orphan)",
-                address.name_any()
-            ));
+            found.push(format!("IPAddress {ns}/{} has no claim (orphan)", address.name_any()));
         }
     }
     for ((pool, ip), names) in &holders {
@@ -156,9 +124,7 @@ fn violations(world: &World) -> Vec<String> {
             .addresses
             .iter()
             .filter(|a| {
-                PoolKey::from_reference(&a.namespace().unwrap_or_default(), &a.spec.pool_ref)
-                    .as_ref()
-                    == Some(key)
+                PoolKey::from_reference(&a.namespace().unwrap_or_default(), &a.spec.pool_ref).as_ref() == Some(key)
             })
             .filter_map(|a| a.spec.address.parse().ok())
             .collect();
@@ -175,23 +141,16 @@ fn violations(world: &World) -> Vec<String> {
         let Ok(pool) = FamilyPool::new(&family) else {
             continue;
         };
-        let in_range: BTreeSet<IpAddr> = ips
-            .iter()
-            .copied()
-            .filter(|ip| pool.check(*ip).is_ok())
-            .collect();
+        let in_range: BTreeSet<IpAddr> = ips.iter().copied().filter(|ip| pool.check(*ip).is_ok()).collect();
         let out_of_range = ips.iter().filter(|ip| pool.check(**ip).is_err()).count() as i64;
         let total = i64::try_from(pool.counts().total).unwrap_or(i64::MAX);
-        let expected = (
-            total,
-            ips.len() as i64,
-            total.saturating_sub(in_range.len() as i64),
-            out_of_range,
-        );
+        let expected = (total, ips.len() as i64, total.saturating_sub(in_range.len() as i64), out_of_range);
         let counts = status.as_ref().and_then(|s| s.ip_addresses.as_ref());
         let actual = counts.map(|c| (c.total, c.used, c.free, c.out_of_range));
         if actual != Some(expected) {
-            found.push(format!("{key}: status (total, used, free, outOfRange) is {actual:?}, the objects say {expected:?}"));
+            found.push(format!(
+                "{key}: status (total, used, free, outOfRange) is {actual:?}, the objects say {expected:?}"
+            ));
         }
     }
     found

@@ -34,17 +34,8 @@ pub struct Scope {
 fn unique(hint: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::SeqCst);
-    let hint: String = hint
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(40)
-        .collect();
+    let hint: String =
+        hint.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).take(40).collect();
     format!("{hint}-{}-{n}", std::process::id() % 10000)
 }
 
@@ -61,12 +52,7 @@ impl Scope {
             )
             .await
             .expect("creating the scenario's namespace");
-        Scope {
-            plane,
-            client,
-            ns,
-            filter: None,
-        }
+        Scope { plane, client, ns, filter: None }
     }
 
     /// A fresh namespace whose scenario may span namespaces and global pools: its provider sees
@@ -112,34 +98,19 @@ impl Scope {
 
     /// Creates any object from JSON (apiVersion and kind included) in this namespace.
     pub async fn create(&self, object: Value) -> Result<DynamicObject> {
-        let api_version = object["apiVersion"]
-            .as_str()
-            .context("apiVersion")?
-            .to_owned();
+        let api_version = object["apiVersion"].as_str().context("apiVersion")?.to_owned();
         let kind = object["kind"].as_str().context("kind")?.to_owned();
-        let (group, version) = api_version
-            .split_once('/')
-            .unwrap_or(("", api_version.as_str()));
-        let namespaced = !matches!(
-            kind.as_str(),
-            "GlobalInClusterIPPool" | "Namespace" | "CustomResourceDefinition"
-        );
-        let resource =
-            ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(group, version, &kind));
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
+        let namespaced = !matches!(kind.as_str(), "GlobalInClusterIPPool" | "Namespace" | "CustomResourceDefinition");
+        let resource = ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(group, version, &kind));
         let mut object = object;
         if let Some(filter) = &self.filter
-            && matches!(
-                kind.as_str(),
-                "IPAddressClaim" | "InClusterIPPool" | "GlobalInClusterIPPool" | "Cluster"
-            )
+            && matches!(kind.as_str(), "IPAddressClaim" | "InClusterIPPool" | "GlobalInClusterIPPool" | "Cluster")
         {
             object["metadata"]["labels"][ferro_ipam::api::keys::WATCH_FILTER_LABEL] = json!(filter);
         }
         let object: DynamicObject = serde_json::from_value(object)?;
-        Ok(self
-            .dynamic(&resource, namespaced)
-            .create(&PostParams::default(), &object)
-            .await?)
+        Ok(self.dynamic(&resource, namespaced).create(&PostParams::default(), &object).await?)
     }
 
     /// An `InClusterIPPool` with `spec` in this namespace.
@@ -158,13 +129,7 @@ impl Scope {
     }
 
     /// A v1beta2 claim with extra metadata (labels, annotations, ownerReferences).
-    pub async fn claim_with(
-        &self,
-        name: &str,
-        kind: &str,
-        pool: &str,
-        metadata: Value,
-    ) -> Result<()> {
+    pub async fn claim_with(&self, name: &str, kind: &str, pool: &str, metadata: Value) -> Result<()> {
         let mut meta = metadata;
         meta["name"] = json!(name);
         self.create(json!({
@@ -206,16 +171,8 @@ impl Scope {
     }
 
     /// Merge-patches any object of this namespace by resource.
-    pub async fn patch(
-        &self,
-        resource: &ApiResource,
-        namespaced: bool,
-        name: &str,
-        patch: Value,
-    ) -> Result<()> {
-        self.dynamic(resource, namespaced)
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await?;
+    pub async fn patch(&self, resource: &ApiResource, namespaced: bool, name: &str, patch: Value) -> Result<()> {
+        self.dynamic(resource, namespaced).patch(name, &PatchParams::default(), &Patch::Merge(patch)).await?;
         Ok(())
     }
 
@@ -276,12 +233,7 @@ impl Scope {
     }
 
     /// Waits until `check` holds, polling every 100 ms.
-    pub async fn eventually<F, Fut>(
-        &self,
-        what: &str,
-        timeout: Duration,
-        mut check: F,
-    ) -> Result<()>
+    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> Result<()>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
@@ -332,51 +284,29 @@ impl Scope {
     /// The `Ready` condition of an `InClusterIPPool` of this namespace.
     pub async fn pool_ready(&self, name: &str) -> Option<Readiness> {
         let pool = self.pools().get_opt(name).await.ok()??;
-        let ready = pool
-            .status?
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "Ready")?;
+        let ready = pool.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
         Some((ready.status, ready.reason, ready.message))
     }
 
     /// The Events (`events.k8s.io/v1`) of this namespace about the object `kind`/`name`, as
     /// (type, reason, note).
-    pub async fn events_about(
-        &self,
-        kind: &str,
-        name: &str,
-    ) -> Result<Vec<(String, String, String)>> {
-        let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), &self.ns);
+    pub async fn events_about(&self, kind: &str, name: &str) -> Result<Vec<(String, String, String)>> {
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.client.clone(), &self.ns);
         Ok(events
             .list(&ListParams::default())
             .await?
             .items
             .into_iter()
             .filter(|e| {
-                e.regarding.as_ref().is_some_and(|r| {
-                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
-                })
+                e.regarding.as_ref().is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
             })
-            .map(|e| {
-                (
-                    e.type_.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.note.unwrap_or_default(),
-                )
-            })
+            .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
             .collect())
     }
 
     /// Drops one finalizer from an object of this namespace, as the controller that put it there
     /// would; the others stay.
-    pub async fn remove_finalizer(
-        &self,
-        resource: &ApiResource,
-        name: &str,
-        finalizer: &str,
-    ) -> Result<()> {
+    pub async fn remove_finalizer(&self, resource: &ApiResource, name: &str, finalizer: &str) -> Result<()> {
         let api = self.dynamic(resource, true);
         for _ in 0..10 {
             let object = api.get(name).await?;
@@ -389,10 +319,7 @@ impl Scope {
                 "resourceVersion": object.metadata.resource_version,
                 "finalizers": kept,
             }});
-            match api
-                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-            {
+            match api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
                 Err(kube::Error::Api(status)) if status.code == 409 => continue,
                 other => return other.map(drop).map_err(Into::into),
             }

@@ -15,10 +15,7 @@ use crate::process::{Process, free_port, http_status, wait_until};
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("e2e/ lives in the repository")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("e2e/ lives in the repository").to_path_buf()
 }
 
 /// The built control-plane binaries and CAPI CRDs (see `e2e/tools/build.sh`).
@@ -43,12 +40,7 @@ impl Tools {
             bail!("{} failed", script.display());
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let dir = stdout
-            .lines()
-            .last()
-            .context("build.sh printed no directory")?
-            .trim()
-            .to_owned();
+        let dir = stdout.lines().last().context("build.sh printed no directory")?.trim().to_owned();
         Ok(Tools { dir: dir.into() })
     }
 
@@ -87,9 +79,7 @@ impl ControlPlane {
     pub fn start() -> Result<ControlPlane> {
         let started = Instant::now();
         let tools = Tools::locate()?;
-        let temp = tempfile::Builder::new()
-            .prefix("ferro-ipam-e2e-")
-            .tempdir()?;
+        let temp = tempfile::Builder::new().prefix("ferro-ipam-e2e-").tempdir()?;
         let dir = temp.path().to_path_buf();
         let credentials = certs::generate(&dir)?;
 
@@ -110,9 +100,7 @@ impl ControlPlane {
         ]);
         let mut etcd = Process::start("etcd", etcd, dir.join("etcd.log"))?;
         let etcd_address = format!("127.0.0.1:{etcd_port}");
-        if !wait_until(Duration::from_secs(30), || {
-            http_status(&etcd_address, "/health") == Some(200)
-        }) {
+        if !wait_until(Duration::from_secs(30), || http_status(&etcd_address, "/health") == Some(200)) {
             bail!("etcd did not become healthy:\n{}", etcd.tail(20));
         }
         if !etcd.is_running() {
@@ -135,26 +123,16 @@ impl ControlPlane {
             format!("--client-ca-file={}", path(&credentials.ca_cert)),
             "--authorization-mode=RBAC".to_owned(),
             format!("--service-account-issuer={server}"),
-            format!(
-                "--service-account-key-file={}",
-                path(&credentials.service_account_pub)
-            ),
-            format!(
-                "--service-account-signing-key-file={}",
-                path(&credentials.service_account_key)
-            ),
+            format!("--service-account-key-file={}", path(&credentials.service_account_pub)),
+            format!("--service-account-signing-key-file={}", path(&credentials.service_account_key)),
             "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
             "--disable-admission-plugins=ServiceAccount".to_owned(),
             "--allow-privileged=true".to_owned(),
-            format!(
-                "--cert-dir={}",
-                dir.join("apiserver-certs").to_string_lossy()
-            ),
+            format!("--cert-dir={}", dir.join("apiserver-certs").to_string_lossy()),
             "--max-requests-inflight=2000".to_owned(),
             "--max-mutating-requests-inflight=1000".to_owned(),
         ]);
-        let apiserver =
-            Process::start("kube-apiserver", apiserver, dir.join("kube-apiserver.log"))?;
+        let apiserver = Process::start("kube-apiserver", apiserver, dir.join("kube-apiserver.log"))?;
 
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(
@@ -169,27 +147,12 @@ impl ControlPlane {
             ),
         )?;
 
-        let mut plane = ControlPlane {
-            dir,
-            kubeconfig,
-            server,
-            tools,
-            credentials,
-            _temp: temp,
-            etcd,
-            apiserver,
-        };
+        let mut plane = ControlPlane { dir, kubeconfig, server, tools, credentials, _temp: temp, etcd, apiserver };
         let ready = wait_until(Duration::from_secs(90), || {
-            plane
-                .kubectl(&["get", "--raw", "/readyz"])
-                .map(|o| o.status.success())
-                .unwrap_or(false)
+            plane.kubectl(&["get", "--raw", "/readyz"]).map(|o| o.status.success()).unwrap_or(false)
         });
         if !ready || !plane.apiserver.is_running() {
-            bail!(
-                "kube-apiserver did not become ready:\n{}",
-                plane.apiserver.tail(30)
-            );
+            bail!("kube-apiserver did not become ready:\n{}", plane.apiserver.tail(30));
         }
         plane.install_crds()?;
         eprintln!(
@@ -207,23 +170,13 @@ impl ControlPlane {
         for dir in [&ours, &capi] {
             self.kubectl_ok(&["apply", "--server-side", "-f", &dir.to_string_lossy()])?;
         }
-        self.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ])?;
+        self.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"])?;
         Ok(())
     }
 
     /// Runs kubectl against this control plane.
     pub fn kubectl(&self, args: &[&str]) -> Result<Output> {
-        Ok(Command::new(self.tools.bin("kubectl"))
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
-            .output()?)
+        Ok(Command::new(self.tools.bin("kubectl")).arg("--kubeconfig").arg(&self.kubeconfig).args(args).output()?)
     }
 
     /// Runs kubectl and fails with its output unless it succeeds.

@@ -44,10 +44,7 @@ impl Process {
     /// Starts `command`, its stdout and stderr going to `log`.
     pub fn start(name: &str, mut command: Command, log: PathBuf) -> io::Result<Process> {
         let out = File::create(&log)?;
-        command
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out);
+        command.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
         unsafe {
             command.pre_exec(|| {
@@ -58,17 +55,9 @@ impl Process {
             });
         }
         let (reply, answer) = mpsc::channel();
-        spawner()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .send((command, reply))
-            .map_err(io::Error::other)?;
+        spawner().lock().unwrap_or_else(|e| e.into_inner()).send((command, reply)).map_err(io::Error::other)?;
         let child = answer.recv().map_err(io::Error::other)??;
-        Ok(Process {
-            name: name.to_owned(),
-            log,
-            child: Some(child),
-        })
+        Ok(Process { name: name.to_owned(), log, child: Some(child) })
     }
 
     pub fn pid(&self) -> Option<u32> {

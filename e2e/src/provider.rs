@@ -12,9 +12,7 @@ use crate::process::{Process, free_port, http_get, http_status, wait_until};
 
 /// Where the provider binary is: `$FERRO_IPAM_BIN`, else the workspace's debug build.
 pub fn binary() -> PathBuf {
-    std::env::var_os("FERRO_IPAM_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/debug/ferro-ipam"))
+    std::env::var_os("FERRO_IPAM_BIN").map(PathBuf::from).unwrap_or_else(|| repo_root().join("target/debug/ferro-ipam"))
 }
 
 /// A running provider.
@@ -34,11 +32,7 @@ impl Provider {
     }
 
     /// Starts the provider with another kubeconfig (another identity), without waiting.
-    pub fn launch(
-        plane: &ControlPlane,
-        kubeconfig: &std::path::Path,
-        args: &[&str],
-    ) -> Result<Provider> {
+    pub fn launch(plane: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) -> Result<Provider> {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::SeqCst);
         let metrics = format!("127.0.0.1:{}", free_port());
@@ -57,27 +51,14 @@ impl Provider {
             ])
             .args(args)
             .env("HOSTNAME", format!("e2e-provider-{n}"));
-        let process = Process::start(
-            "ferro-ipam",
-            command,
-            plane.dir.join(format!("ferro-ipam-{n}.log")),
-        )?;
-        Ok(Provider {
-            process,
-            metrics,
-            health,
-        })
+        let process = Process::start("ferro-ipam", command, plane.dir.join(format!("ferro-ipam-{n}.log")))?;
+        Ok(Provider { process, metrics, health })
     }
 
     /// Waits until `/readyz` answers 200.
     pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
-        if !wait_until(timeout, || {
-            http_status(&self.health, "/readyz") == Some(200)
-        }) {
-            bail!(
-                "ferro-ipam did not become ready; its log ends with:\n{}",
-                self.process.tail(40)
-            );
+        if !wait_until(timeout, || http_status(&self.health, "/readyz") == Some(200)) {
+            bail!("ferro-ipam did not become ready; its log ends with:\n{}", self.process.tail(40));
         }
         Ok(())
     }

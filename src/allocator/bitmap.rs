@@ -27,23 +27,14 @@ pub(super) struct OffsetBitmap {
 }
 
 fn split(offset: u128) -> (u128, u16) {
-    (
-        offset >> CHUNK_BITS,
-        (offset & u128::from(CHUNK_SIZE - 1)) as u16,
-    )
+    (offset >> CHUNK_BITS, (offset & u128::from(CHUNK_SIZE - 1)) as u16)
 }
 
 impl OffsetBitmap {
     #[must_use]
     pub(super) fn new(total: Tally) -> OffsetBitmap {
         let last_offset = (!total.is_zero()).then(|| total.sub(Tally::of(1)).saturating());
-        OffsetBitmap {
-            last_offset,
-            total,
-            partial: BTreeMap::new(),
-            full: RunSet::default(),
-            count: Tally::ZERO,
-        }
+        OffsetBitmap { last_offset, total, partial: BTreeMap::new(), full: RunSet::default(), count: Tally::ZERO }
     }
 
     /// Number of set offsets (exact).
@@ -125,8 +116,7 @@ impl OffsetBitmap {
         } else if self.full.remove(chunk) {
             let capacity = self.capacity(chunk);
             if capacity > 1 {
-                self.partial
-                    .insert(chunk, Container::full_except(capacity, low));
+                self.partial.insert(chunk, Container::full_except(capacity, low));
             }
         } else {
             return false;
@@ -281,11 +271,7 @@ impl OffsetBitmap {
     #[must_use]
     pub(super) fn heap_bytes(&self) -> usize {
         btree_bytes::<u128, Container>(self.partial.len())
-            + self
-                .partial
-                .values()
-                .map(Container::heap_bytes)
-                .sum::<usize>()
+            + self.partial.values().map(Container::heap_bytes).sum::<usize>()
             + self.full.heap_bytes()
     }
 }

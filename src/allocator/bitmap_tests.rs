@@ -37,10 +37,7 @@ fn nearly_full_ipv6_space_finds_its_one_free_offset_without_scanning() {
     let mut bitmap = OffsetBitmap::new(size);
     let hole = (1u128 << 63) + 12_345;
     assert_eq!(bitmap.insert_span(Span::new(0, hole - 1)), Tally::of(hole));
-    assert_eq!(
-        bitmap.insert_span(Span::new(hole + 1, (1 << 64) - 1)),
-        Tally::of((1 << 64) - hole - 1)
-    );
+    assert_eq!(bitmap.insert_span(Span::new(hole + 1, (1 << 64) - 1)), Tally::of((1 << 64) - hole - 1));
     assert_eq!(bitmap.count(), Tally::of((1 << 64) - 1));
     assert!(bitmap.heap_bytes() < 20_000, "{}", bitmap.heap_bytes());
     assert_eq!(bitmap.take_lowest(), Some(hole));
@@ -125,11 +122,7 @@ fn random_operations_agree_with_a_set() {
         }
         assert_eq!(bitmap.count(), Tally::of(size - free.len() as u128));
     }
-    let set: Vec<u128> = bitmap
-        .runs()
-        .iter()
-        .flat_map(|s| s.first..=s.last)
-        .collect();
+    let set: Vec<u128> = bitmap.runs().iter().flat_map(|s| s.first..=s.last).collect();
     let expected: Vec<u128> = (0..size).filter(|o| !free.contains(o)).collect();
     assert_eq!(set, expected);
 }

@@ -24,10 +24,7 @@ pub(super) enum Container {
     Small { len: u8, values: [u16; SMALL_MAX] },
     /// Sorted values, more than `SMALL_MAX`, at most `ARRAY_MAX`. Boxed so that a container
     /// stays two words: sparse pools pay per chunk, dense chunks amortise the extra pointer.
-    #[allow(
-        clippy::box_collection,
-        reason = "a thin pointer keeps Container at 16 bytes"
-    )]
+    #[allow(clippy::box_collection, reason = "a thin pointer keeps Container at 16 bytes")]
     Array(Box<Vec<u16>>),
     /// More than `ARRAY_MAX` values (down to `BITMAP_SHRINK` once there).
     Bitmap(Box<Bits>),
@@ -49,11 +46,7 @@ impl fmt::Debug for Bits {
 
 impl Bits {
     fn empty() -> Box<Bits> {
-        Box::new(Bits {
-            words: [0; WORDS],
-            full_words: [0; WORDS / 64],
-            count: 0,
-        })
+        Box::new(Bits { words: [0; WORDS], full_words: [0; WORDS / 64], count: 0 })
     }
 
     /// Values `0..capacity` (at most `CHUNK_SIZE`), written word by word.
@@ -124,16 +117,8 @@ impl Bits {
     fn insert_span(&mut self, lo: u16, hi: u16) -> u32 {
         let before = self.count;
         for word in usize::from(lo >> 6)..=usize::from(hi >> 6) {
-            let from = if word == usize::from(lo >> 6) {
-                lo & 63
-            } else {
-                0
-            };
-            let to = if word == usize::from(hi >> 6) {
-                hi & 63
-            } else {
-                63
-            };
+            let from = if word == usize::from(lo >> 6) { lo & 63 } else { 0 };
+            let to = if word == usize::from(hi >> 6) { hi & 63 } else { 63 };
             let mask = (u64::MAX >> (63 - to)) & (u64::MAX << from);
             self.count += (mask & !self.words[word]).count_ones();
             self.words[word] |= mask;
@@ -161,10 +146,7 @@ impl Bits {
 impl Container {
     #[must_use]
     pub(super) fn empty() -> Container {
-        Container::Small {
-            len: 0,
-            values: [0; SMALL_MAX],
-        }
+        Container::Small { len: 0, values: [0; SMALL_MAX] }
     }
 
     /// Every value of `0..capacity` except `hole` (a full chunk after one release).
@@ -184,10 +166,7 @@ impl Container {
         if values.len() <= SMALL_MAX {
             let mut inline = [0; SMALL_MAX];
             inline[..values.len()].copy_from_slice(&values);
-            Container::Small {
-                len: values.len() as u8,
-                values: inline,
-            }
+            Container::Small { len: values.len() as u8, values: inline }
         } else if values.len() <= ARRAY_MAX {
             Container::Array(Box::new(values))
         } else {

@@ -53,8 +53,7 @@ impl EntryRange {
     /// Whether `ip` lies in the entry.
     #[must_use]
     pub fn contains(&self, ip: IpAddr) -> bool {
-        Family::of(ip) == self.family()
-            && (value_of(self.first)..=value_of(self.last)).contains(&value_of(ip))
+        Family::of(ip) == self.family() && (value_of(self.first)..=value_of(self.last)).contains(&value_of(ip))
     }
 
     /// The entry's bounds as integers.
@@ -96,10 +95,7 @@ pub enum EntryError {
 impl fmt::Display for EntryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EntryError::Empty => write!(
-                f,
-                "\"\" is empty: write an IP address, a range a-b, or a CIDR"
-            ),
+            EntryError::Empty => write!(f, "\"\" is empty: write an IP address, a range a-b, or a CIDR"),
             EntryError::NotAnAddress { entry } => {
                 write!(f, "{entry:?} is not an IP address, a range a-b, or a CIDR")
             }
@@ -118,10 +114,9 @@ impl fmt::Display for EntryError {
                 "{entry:?} is not a valid range: it ends before it starts \
                  (write the lower address first)"
             ),
-            EntryError::BadCidrAddress { entry } => write!(
-                f,
-                "{entry:?} is not a valid CIDR: the part before '/' is not an IP address"
-            ),
+            EntryError::BadCidrAddress { entry } => {
+                write!(f, "{entry:?} is not a valid CIDR: the part before '/' is not an IP address")
+            }
             EntryError::BadPrefixLength { entry, family } => write!(
                 f,
                 "{entry:?} is not a valid CIDR: the prefix length must be a number from 0 to {} \
@@ -148,71 +143,41 @@ pub fn parse_entry(entry: &str) -> Result<EntryRange, EntryError> {
         return parse_cidr(entry, address, prefix_len);
     }
     match entry.parse::<IpAddr>() {
-        Ok(ip) => Ok(EntryRange {
-            first: ip,
-            last: ip,
-            kind: EntryKind::Single,
-        }),
-        Err(_) => Err(EntryError::NotAnAddress {
-            entry: entry.to_owned(),
-        }),
+        Ok(ip) => Ok(EntryRange { first: ip, last: ip, kind: EntryKind::Single }),
+        Err(_) => Err(EntryError::NotAnAddress { entry: entry.to_owned() }),
     }
 }
 
 fn parse_range(entry: &str, first: &str, last: &str) -> Result<EntryRange, EntryError> {
     let end = |text: &str| {
-        text.parse::<IpAddr>().map_err(|_| EntryError::BadRangeEnd {
-            entry: entry.to_owned(),
-            end: text.to_owned(),
-        })
+        text.parse::<IpAddr>().map_err(|_| EntryError::BadRangeEnd { entry: entry.to_owned(), end: text.to_owned() })
     };
     let (first, last) = (end(first)?, end(last)?);
     if Family::of(first) != Family::of(last) {
-        return Err(EntryError::RangeMixesFamilies {
-            entry: entry.to_owned(),
-        });
+        return Err(EntryError::RangeMixesFamilies { entry: entry.to_owned() });
     }
     if value_of(first) > value_of(last) {
-        return Err(EntryError::RangeReversed {
-            entry: entry.to_owned(),
-        });
+        return Err(EntryError::RangeReversed { entry: entry.to_owned() });
     }
-    Ok(EntryRange {
-        first,
-        last,
-        kind: EntryKind::Range,
-    })
+    Ok(EntryRange { first, last, kind: EntryKind::Range })
 }
 
 fn parse_cidr(entry: &str, address: &str, prefix_len: &str) -> Result<EntryRange, EntryError> {
-    let ip = address
-        .parse::<IpAddr>()
-        .map_err(|_| EntryError::BadCidrAddress {
-            entry: entry.to_owned(),
-        })?;
+    let ip = address.parse::<IpAddr>().map_err(|_| EntryError::BadCidrAddress { entry: entry.to_owned() })?;
     let family = Family::of(ip);
-    let prefix_len = parse_prefix_len(prefix_len, family).ok_or(EntryError::BadPrefixLength {
-        entry: entry.to_owned(),
-        family,
-    })?;
+    let prefix_len =
+        parse_prefix_len(prefix_len, family).ok_or(EntryError::BadPrefixLength { entry: entry.to_owned(), family })?;
     let (first, last) = family.subnet(value_of(ip), prefix_len);
     match (family.address(first), family.address(last)) {
-        (Some(first), Some(last)) => Ok(EntryRange {
-            first,
-            last,
-            kind: EntryKind::Cidr { prefix_len },
-        }),
-        _ => Err(EntryError::BadCidrAddress {
-            entry: entry.to_owned(),
-        }),
+        (Some(first), Some(last)) => Ok(EntryRange { first, last, kind: EntryKind::Cidr { prefix_len } }),
+        _ => Err(EntryError::BadCidrAddress { entry: entry.to_owned() }),
     }
 }
 
 /// A decimal prefix length without sign or leading zeros, at most the family's bits (as Go's
 /// `netip.ParsePrefix` accepts it).
 fn parse_prefix_len(text: &str, family: Family) -> Option<u8> {
-    let digits_only =
-        !text.is_empty() && text.len() <= 3 && text.bytes().all(|b| b.is_ascii_digit());
+    let digits_only = !text.is_empty() && text.len() <= 3 && text.bytes().all(|b| b.is_ascii_digit());
     if !digits_only || (text.len() > 1 && text.starts_with('0')) {
         return None;
     }

@@ -18,27 +18,18 @@ fn single_addresses_parse_in_both_families() {
 
 #[test]
 fn ranges_include_both_ends_and_may_be_one_address() {
-    assert_eq!(
-        bounds("10.0.0.1-10.0.0.9"),
-        (ip("10.0.0.1"), ip("10.0.0.9"))
-    );
+    assert_eq!(bounds("10.0.0.1-10.0.0.9"), (ip("10.0.0.1"), ip("10.0.0.9")));
     assert_eq!(bounds("fd00::1-fd00::1"), (ip("fd00::1"), ip("fd00::1")));
 }
 
 #[test]
 fn cidr_with_host_bits_means_its_network() {
     let parsed = parse_entry("10.0.0.5/24").unwrap();
-    assert_eq!(
-        (parsed.first(), parsed.last()),
-        (ip("10.0.0.0"), ip("10.0.0.255"))
-    );
+    assert_eq!((parsed.first(), parsed.last()), (ip("10.0.0.0"), ip("10.0.0.255")));
     assert_eq!(parsed.kind(), EntryKind::Cidr { prefix_len: 24 });
     assert_eq!(parsed.to_string(), "10.0.0.0/24");
     assert_eq!(bounds("fe80::1/126"), (ip("fe80::"), ip("fe80::3")));
-    assert_eq!(
-        bounds("::/0"),
-        (ip("::"), ip("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"))
-    );
+    assert_eq!(bounds("::/0"), (ip("::"), ip("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")));
     assert_eq!(bounds("0.0.0.0/0"), (ip("0.0.0.0"), ip("255.255.255.255")));
 }
 
@@ -72,10 +63,7 @@ fn malformed_entries_are_refused_as_the_in_cluster_provider_refuses_them() {
 #[test]
 fn error_messages_quote_the_entry_and_say_what_to_write() {
     let message = |s: &str| parse_entry(s).unwrap_err().to_string();
-    assert_eq!(
-        message("10.0.0.300"),
-        "\"10.0.0.300\" is not an IP address, a range a-b, or a CIDR"
-    );
+    assert_eq!(message("10.0.0.300"), "\"10.0.0.300\" is not an IP address, a range a-b, or a CIDR");
     assert!(message("10.0.0.9-10.0.0.1").contains("write the lower address first"));
     assert!(message("10.0.0.1-fd00::1").contains("both ends must be of one family"));
     assert!(message("10.0.0.1-x").contains("\"x\" is not an IP address"));
@@ -94,9 +82,7 @@ fn entries_know_what_they_contain() {
 
 #[test]
 fn split_by_family_keeps_order_and_reports_the_bad_index() {
-    let entries: Vec<String> = ["10.0.0.1", "fd00::/64", "10.0.1.0/24", "fd01::1-fd01::9"]
-        .map(String::from)
-        .to_vec();
+    let entries: Vec<String> = ["10.0.0.1", "fd00::/64", "10.0.1.0/24", "fd01::1-fd01::9"].map(String::from).to_vec();
     let split = split_by_family(&entries).unwrap();
     assert_eq!(split.of(Family::V4), ["10.0.0.1", "10.0.1.0/24"]);
     assert_eq!(split.of(Family::V6), ["fd00::/64", "fd01::1-fd01::9"]);

@@ -42,9 +42,7 @@ impl Family {
     #[must_use]
     pub(super) fn address(self, value: u128) -> Option<IpAddr> {
         match self {
-            Family::V4 => u32::try_from(value)
-                .ok()
-                .map(|v| IpAddr::V4(Ipv4Addr::from(v))),
+            Family::V4 => u32::try_from(value).ok().map(|v| IpAddr::V4(Ipv4Addr::from(v))),
             Family::V6 => Some(IpAddr::V6(Ipv6Addr::from(value))),
         }
     }

@@ -20,9 +20,7 @@ mod space;
 mod spec;
 mod tally;
 
-pub use self::entries::{
-    EntryError, EntryKind, EntryRange, FamilySplit, parse_entry, split_by_family,
-};
+pub use self::entries::{EntryError, EntryKind, EntryRange, FamilySplit, parse_entry, split_by_family};
 pub use self::family::Family;
 pub use self::outcome::{AllocateError, Counts, Marked, NotInPool};
 pub use self::pool::{FamilyPool, MAX_LISTED_OUTSIDE};

@@ -103,20 +103,12 @@ mod tests {
 
     #[test]
     fn allocation_errors_say_why() {
-        assert_eq!(
-            AllocateError::from(NotInPool::Gateway).to_string(),
-            "the address is the pool's gateway"
-        );
+        assert_eq!(AllocateError::from(NotInPool::Gateway).to_string(), "the address is the pool's gateway");
         assert!(
-            AllocateError::NotInPool {
-                reason: NotInPool::Reserved
-            }
-            .to_string()
-            .contains("allocateReservedIPAddresses")
+            AllocateError::NotInPool { reason: NotInPool::Reserved }
+                .to_string()
+                .contains("allocateReservedIPAddresses")
         );
-        assert_eq!(
-            AllocateError::AlreadyAllocated.to_string(),
-            "the address is already allocated"
-        );
+        assert_eq!(AllocateError::AlreadyAllocated.to_string(), "the address is already allocated");
     }
 }

@@ -32,12 +32,7 @@ impl FamilyPool {
         let definition = Definition::new(spec)?;
         let space = OffsetSpace::new(&definition.allocatable);
         let allocated = OffsetBitmap::new(space.total());
-        Ok(FamilyPool {
-            definition,
-            space,
-            allocated,
-            out_of_range: RunSet::default(),
-        })
+        Ok(FamilyPool { definition, space, allocated, out_of_range: RunSet::default() })
     }
 
     #[must_use]
@@ -56,11 +51,7 @@ impl FamilyPool {
     }
 
     fn value(&self, ip: IpAddr) -> Result<u128, NotInPool> {
-        if Family::of(ip) == self.family() {
-            Ok(value_of(ip))
-        } else {
-            Err(NotInPool::WrongFamily)
-        }
+        if Family::of(ip) == self.family() { Ok(value_of(ip)) } else { Err(NotInPool::WrongFamily) }
     }
 
     fn address(&self, value: u128) -> Option<IpAddr> {
@@ -83,18 +74,9 @@ impl FamilyPool {
     pub fn allocate(&mut self, ip: IpAddr) -> Result<(), AllocateError> {
         let value = self.value(ip)?;
         let Some(offset) = self.space.offset_of(value) else {
-            return Err(self
-                .definition
-                .classify(value)
-                .err()
-                .unwrap_or(NotInPool::Outside)
-                .into());
+            return Err(self.definition.classify(value).err().unwrap_or(NotInPool::Outside).into());
         };
-        if self.allocated.insert(offset) {
-            Ok(())
-        } else {
-            Err(AllocateError::AlreadyAllocated)
-        }
+        if self.allocated.insert(offset) { Ok(()) } else { Err(AllocateError::AlreadyAllocated) }
     }
 
     /// Marks every allocatable address between `first` and `last` (inclusive, either order)
@@ -104,11 +86,8 @@ impl FamilyPool {
     pub fn allocate_range(&mut self, first: IpAddr, last: IpAddr) -> Result<u128, AllocateError> {
         let values = Span::new(self.value(first)?, self.value(last)?);
         let mut offsets = Vec::new();
-        self.space
-            .partition(values, |span| offsets.push(span), |_| ());
-        let added = offsets.into_iter().fold(Tally::ZERO, |sum, span| {
-            sum.add(self.allocated.insert_span(span))
-        });
+        self.space.partition(values, |span| offsets.push(span), |_| ());
+        let added = offsets.into_iter().fold(Tally::ZERO, |sum, span| sum.add(self.allocated.insert_span(span)));
         Ok(added.saturating())
     }
 
@@ -170,9 +149,7 @@ impl FamilyPool {
             in_range_used: in_range.saturating(),
             free: free.saturating(),
             out_of_range: out_of_range.saturating(),
-            saturated: [total, used, in_range, free, out_of_range]
-                .iter()
-                .any(|count| count.exceeds_u128()),
+            saturated: [total, used, in_range, free, out_of_range].iter().any(|count| count.exceeds_u128()),
         }
     }
 
@@ -205,11 +182,7 @@ impl FamilyPool {
             if used.is_zero() {
                 return Ok((pool, Vec::new()));
             }
-            return Err(SpecError::FamilyChanged {
-                from: self.family(),
-                to: pool.family(),
-                in_use: used.saturating(),
-            });
+            return Err(SpecError::FamilyChanged { from: self.family(), to: pool.family(), in_use: used.saturating() });
         }
         let mut used: Vec<Span> = self.out_of_range.iter().collect();
         for offsets in self.allocated.runs() {
@@ -227,8 +200,7 @@ impl FamilyPool {
     /// as out of range (listed in `outside` up to the cap).
     fn carry(&mut self, values: Span, outside: &mut Vec<IpAddr>) {
         let (mut inside, mut beyond) = (Vec::new(), Vec::new());
-        self.space
-            .partition(values, |span| inside.push(span), |span| beyond.push(span));
+        self.space.partition(values, |span| inside.push(span), |span| beyond.push(span));
         for offsets in inside {
             let _ = self.allocated.insert_span(offsets);
         }
@@ -236,11 +208,7 @@ impl FamilyPool {
             let _ = self.out_of_range.insert_span(span);
             let room = MAX_LISTED_OUTSIDE.saturating_sub(outside.len());
             let family = self.family();
-            outside.extend(
-                (span.first..=span.last)
-                    .take(room)
-                    .filter_map(|value| family.address(value)),
-            );
+            outside.extend((span.first..=span.last).take(room).filter_map(|value| family.address(value)));
         }
     }
 
@@ -253,16 +221,12 @@ impl FamilyPool {
 
     /// The allocatable addresses as inclusive ranges, ascending.
     pub fn allocatable_ranges(&self) -> impl Iterator<Item = (IpAddr, IpAddr)> + '_ {
-        self.space
-            .value_ranges()
-            .filter_map(|span| self.address_pair(span))
+        self.space.value_ranges().filter_map(|span| self.address_pair(span))
     }
 
     /// The used addresses outside the allocatable set, as inclusive ranges, ascending.
     pub fn out_of_range_ranges(&self) -> impl Iterator<Item = (IpAddr, IpAddr)> + '_ {
-        self.out_of_range
-            .iter()
-            .filter_map(|span| self.address_pair(span))
+        self.out_of_range.iter().filter_map(|span| self.address_pair(span))
     }
 
     fn address_pair(&self, span: Span) -> Option<(IpAddr, IpAddr)> {

@@ -13,10 +13,7 @@ pub(super) struct Span {
 impl Span {
     #[must_use]
     pub(super) fn new(first: u128, last: u128) -> Span {
-        Span {
-            first: first.min(last),
-            last: first.max(last),
-        }
+        Span { first: first.min(last), last: first.max(last) }
     }
 
     #[must_use]
@@ -43,12 +40,7 @@ pub(super) fn normalize(mut spans: Vec<Span>) -> Vec<Span> {
     let mut merged: Vec<Span> = Vec::with_capacity(spans.len());
     for span in spans {
         match merged.last_mut() {
-            Some(last)
-                if last
-                    .last
-                    .checked_add(1)
-                    .is_none_or(|next| span.first <= next) =>
-            {
+            Some(last) if last.last.checked_add(1).is_none_or(|next| span.first <= next) => {
                 last.last = last.last.max(span.last);
             }
             _ => merged.push(span),
@@ -76,11 +68,8 @@ pub(super) fn subtract(set: &[Span], removed: &[Span]) -> Vec<Span> {
             if hole.first > current.first {
                 result.push(Span::new(current.first, hole.first - 1));
             }
-            rest = hole
-                .last
-                .checked_add(1)
-                .filter(|next| *next <= current.last)
-                .map(|next| Span::new(next, current.last));
+            rest =
+                hole.last.checked_add(1).filter(|next| *next <= current.last).map(|next| Span::new(next, current.last));
             if rest.is_some() {
                 cut.next();
             }
@@ -111,10 +100,7 @@ pub(super) fn intersects(a: &[Span], b: &[Span]) -> bool {
 #[must_use]
 pub(super) fn contains(set: &[Span], value: u128) -> bool {
     let after = set.partition_point(|span| span.first <= value);
-    after
-        .checked_sub(1)
-        .and_then(|index| set.get(index))
-        .is_some_and(|span| span.contains(value))
+    after.checked_sub(1).and_then(|index| set.get(index)).is_some_and(|span| span.contains(value))
 }
 
 #[cfg(test)]
@@ -139,10 +125,7 @@ mod tests {
         let removed = spans(&[(0, 0), (5, 6), (10, 22), (30, 45)]);
         assert_eq!(subtract(&set, &removed), spans(&[(1, 4), (7, 9), (23, 29)]));
         let all = spans(&[(0, u128::MAX)]);
-        assert_eq!(
-            subtract(&all, &spans(&[(0, 0), (u128::MAX, u128::MAX)])),
-            spans(&[(1, u128::MAX - 1)])
-        );
+        assert_eq!(subtract(&all, &spans(&[(0, 0), (u128::MAX, u128::MAX)])), spans(&[(1, u128::MAX - 1)]));
         assert_eq!(subtract(&all, &all), Vec::new());
     }
 

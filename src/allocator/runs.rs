@@ -37,9 +37,7 @@ impl RunSet {
     /// The lowest run.
     #[must_use]
     pub(super) fn first_run(&self) -> Option<Span> {
-        self.runs
-            .first_key_value()
-            .map(|(&first, &last)| Span { first, last })
+        self.runs.first_key_value().map(|(&first, &last)| Span { first, last })
     }
 
     /// Runs in ascending order.
@@ -49,14 +47,8 @@ impl RunSet {
 
     /// Runs overlapping `span`, in ascending order.
     pub(super) fn overlapping(&self, span: Span) -> impl Iterator<Item = Span> + '_ {
-        let before = self
-            .run_containing(span.first)
-            .filter(|run| run.first < span.first);
-        before.into_iter().chain(
-            self.runs
-                .range(span.first..=span.last)
-                .map(|(&first, &last)| Span { first, last }),
-        )
+        let before = self.run_containing(span.first).filter(|run| run.first < span.first);
+        before.into_iter().chain(self.runs.range(span.first..=span.last).map(|(&first, &last)| Span { first, last }))
     }
 
     /// Adds one value; true if it was not there.
@@ -82,11 +74,8 @@ impl RunSet {
         }
         // Runs starting inside `span`, or just after it, are absorbed.
         let reach_forward = span.last.saturating_add(1);
-        let swallowed: Vec<(u128, u128)> = self
-            .runs
-            .range(span.first..=reach_forward)
-            .map(|(&first, &last)| (first, last))
-            .collect();
+        let swallowed: Vec<(u128, u128)> =
+            self.runs.range(span.first..=reach_forward).map(|(&first, &last)| (first, last)).collect();
         for (first, last) in swallowed {
             self.runs.remove(&first);
             merged.last = merged.last.max(last);
@@ -175,10 +164,7 @@ mod tests {
     #[test]
     fn runs_reach_both_ends_of_the_value_space() {
         let mut set = RunSet::default();
-        assert_eq!(
-            set.insert_span(Span::new(0, u128::MAX)),
-            Tally::span(0, u128::MAX)
-        );
+        assert_eq!(set.insert_span(Span::new(0, u128::MAX)), Tally::span(0, u128::MAX));
         assert!(set.count().exceeds_u128());
         assert!(set.remove(u128::MAX));
         assert!(set.remove(0));
@@ -193,10 +179,7 @@ mod tests {
         for v in [1, 5, 6, 9] {
             set.insert(v);
         }
-        let found: Vec<_> = set
-            .overlapping(Span::new(6, 9))
-            .map(|s| (s.first, s.last))
-            .collect();
+        let found: Vec<_> = set.overlapping(Span::new(6, 9)).map(|s| (s.first, s.last)).collect();
         assert_eq!(found, [(5, 6), (9, 9)]);
     }
 }

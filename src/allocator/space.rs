@@ -29,10 +29,7 @@ impl OffsetSpace {
             .iter()
             .map(|&values| {
                 // Only a whole IPv6 space reaches 2^128, and then it is the only range.
-                let placed = Placed {
-                    values,
-                    offset: total.saturating(),
-                };
+                let placed = Placed { values, offset: total.saturating() };
                 total = total.add(values.len());
                 placed
             })
@@ -74,15 +71,8 @@ impl OffsetSpace {
 
     /// Splits a span of address values into the offsets of its allocatable part (`inside`)
     /// and the values of the rest (`outside`), both in ascending order.
-    pub(super) fn partition(
-        &self,
-        values: Span,
-        mut inside: impl FnMut(Span),
-        mut outside: impl FnMut(Span),
-    ) {
-        let start = self
-            .ranges
-            .partition_point(|r| r.values.last < values.first);
+    pub(super) fn partition(&self, values: Span, mut inside: impl FnMut(Span), mut outside: impl FnMut(Span)) {
+        let start = self.ranges.partition_point(|r| r.values.last < values.first);
         let mut next_outside = Some(values.first);
         for placed in &self.ranges[start..] {
             if placed.values.first > values.last {
@@ -104,10 +94,7 @@ impl OffsetSpace {
 
     /// The address values of a span of offsets (clipped to the space), ascending.
     pub(super) fn values_of(&self, offsets: Span, mut visit: impl FnMut(Span)) {
-        let start = self
-            .ranges
-            .partition_point(|r| r.offset <= offsets.first)
-            .saturating_sub(1);
+        let start = self.ranges.partition_point(|r| r.offset <= offsets.first).saturating_sub(1);
         for placed in &self.ranges[start..] {
             let width = placed.values.last - placed.values.first;
             let range_last = placed.offset + width;
@@ -119,10 +106,7 @@ impl OffsetSpace {
             }
             let first = placed.offset.max(offsets.first) - placed.offset;
             let last = range_last.min(offsets.last) - placed.offset;
-            visit(Span::new(
-                placed.values.first + first,
-                placed.values.first + last,
-            ));
+            visit(Span::new(placed.values.first + first, placed.values.first + last));
         }
     }
 
@@ -174,11 +158,7 @@ mod tests {
     fn partition_separates_allocatable_offsets_from_outside_values() {
         let space = space(&[(10, 14), (20, 20), (30, 39)]);
         let (mut inside, mut outside) = (Vec::new(), Vec::new());
-        space.partition(
-            Span::new(12, 33),
-            |s| inside.push((s.first, s.last)),
-            |s| outside.push((s.first, s.last)),
-        );
+        space.partition(Span::new(12, 33), |s| inside.push((s.first, s.last)), |s| outside.push((s.first, s.last)));
         assert_eq!(inside, [(2, 4), (5, 5), (6, 9)]);
         assert_eq!(outside, [(15, 19), (21, 29)]);
         let (mut inside, mut outside) = (Vec::new(), Vec::new());

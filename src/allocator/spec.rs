@@ -50,48 +50,21 @@ pub enum SpecError {
     /// `addresses` is empty.
     NoAddresses,
     /// An entry does not parse.
-    BadEntry {
-        field: SpecField,
-        index: usize,
-        error: EntryError,
-    },
+    BadEntry { field: SpecField, index: usize, error: EntryError },
     /// `addresses[index]` is of another family than `addresses[0]`.
-    MixedFamilies {
-        index: usize,
-        entry: String,
-        family: Family,
-        expected: Family,
-    },
+    MixedFamilies { index: usize, entry: String, family: Family, expected: Family },
     /// `prefix` is longer than the family allows.
     PrefixTooLong { prefix: u8, family: Family },
     /// `gateway` is not an IP address.
     BadGateway { gateway: String },
     /// `gateway` is of another family than the addresses.
-    GatewayFamily {
-        gateway: String,
-        family: Family,
-        expected: Family,
-    },
+    GatewayFamily { gateway: String, family: Family, expected: Family },
     /// `excludedAddresses[index]` is of another family than the addresses.
-    ExcludedFamily {
-        index: usize,
-        entry: String,
-        family: Family,
-        expected: Family,
-    },
+    ExcludedFamily { index: usize, entry: String, family: Family, expected: Family },
     /// `addresses[index]` is not inside `subnet`, the lowest address's `/prefix`.
-    OutsideSubnet {
-        index: usize,
-        entry: String,
-        subnet: String,
-        prefix: u8,
-    },
+    OutsideSubnet { index: usize, entry: String, subnet: String, prefix: u8 },
     /// `FamilyPool::with_spec` was asked to switch family while addresses are in use.
-    FamilyChanged {
-        from: Family,
-        to: Family,
-        in_use: u128,
-    },
+    FamilyChanged { from: Family, to: Family, in_use: u128 },
 }
 
 impl fmt::Display for SpecError {
@@ -100,56 +73,31 @@ impl fmt::Display for SpecError {
             SpecError::NoAddresses => {
                 f.write_str("addresses is empty: list at least one IP address, range a-b, or CIDR")
             }
-            SpecError::BadEntry {
-                field,
-                index,
-                error,
-            } => write!(f, "{field}[{index}] {error}"),
-            SpecError::MixedFamilies {
-                index,
-                entry,
-                family,
-                expected,
-            } => write!(
+            SpecError::BadEntry { field, index, error } => write!(f, "{field}[{index}] {error}"),
+            SpecError::MixedFamilies { index, entry, family, expected } => write!(
                 f,
                 "addresses[{index}] {entry:?} is {family} but addresses[0] is {expected}: \
                  all addresses of a pool must be of one family"
             ),
-            SpecError::PrefixTooLong { prefix, family } => write!(
-                f,
-                "prefix {prefix} is not valid for {family} addresses: use 0 to {}",
-                family.bits()
-            ),
+            SpecError::PrefixTooLong { prefix, family } => {
+                write!(f, "prefix {prefix} is not valid for {family} addresses: use 0 to {}", family.bits())
+            }
             SpecError::BadGateway { gateway } => write!(
                 f,
                 "gateway {gateway:?} is not an IP address: write a single address, or leave \
                  gateway empty"
             ),
-            SpecError::GatewayFamily {
-                gateway,
-                family,
-                expected,
-            } => write!(
+            SpecError::GatewayFamily { gateway, family, expected } => write!(
                 f,
                 "gateway {gateway:?} is {family} but the addresses are {expected}: use a gateway \
                  of the addresses' family"
             ),
-            SpecError::ExcludedFamily {
-                index,
-                entry,
-                family,
-                expected,
-            } => write!(
+            SpecError::ExcludedFamily { index, entry, family, expected } => write!(
                 f,
                 "excludedAddresses[{index}] {entry:?} is {family} but the addresses are \
                  {expected}: exclude only addresses of the pool's family"
             ),
-            SpecError::OutsideSubnet {
-                index,
-                entry,
-                subnet,
-                prefix,
-            } => write!(
+            SpecError::OutsideSubnet { index, entry, subnet, prefix } => write!(
                 f,
                 "addresses[{index}] {entry:?} is outside {subnet}, the subnet of the lowest \
                  address with prefix {prefix}: shorten the prefix or move the entry into it"
@@ -188,11 +136,7 @@ impl Definition {
             return Err(SpecError::NoAddresses);
         };
         let family = first.family();
-        if let Some((index, entry)) = entries
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.family() != family)
-        {
+        if let Some((index, entry)) = entries.iter().enumerate().find(|(_, e)| e.family() != family) {
             return Err(SpecError::MixedFamilies {
                 index,
                 entry: spec.addresses[index].clone(),
@@ -201,18 +145,11 @@ impl Definition {
             });
         }
         if spec.prefix > family.bits() {
-            return Err(SpecError::PrefixTooLong {
-                prefix: spec.prefix,
-                family,
-            });
+            return Err(SpecError::PrefixTooLong { prefix: spec.prefix, family });
         }
         let gateway = parse_gateway(spec.gateway, family)?;
         let excluded = parse_all(spec.excluded, SpecField::ExcludedAddresses)?;
-        if let Some((index, entry)) = excluded
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.family() != family)
-        {
+        if let Some((index, entry)) = excluded.iter().enumerate().find(|(_, e)| e.family() != family) {
             return Err(SpecError::ExcludedFamily {
                 index,
                 entry: spec.excluded[index].clone(),
@@ -263,8 +200,7 @@ impl Definition {
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        (self.listed.capacity() + self.excluded.capacity() + self.allocatable.capacity())
-            * std::mem::size_of::<Span>()
+        (self.listed.capacity() + self.excluded.capacity() + self.allocatable.capacity()) * std::mem::size_of::<Span>()
             + self.reserved.capacity() * std::mem::size_of::<u128>()
     }
 }
@@ -277,13 +213,7 @@ fn parse_all(entries: &[String], field: SpecField) -> Result<Vec<EntryRange>, Sp
     entries
         .iter()
         .enumerate()
-        .map(|(index, entry)| {
-            parse_entry(entry).map_err(|error| SpecError::BadEntry {
-                field,
-                index,
-                error,
-            })
-        })
+        .map(|(index, entry)| parse_entry(entry).map_err(|error| SpecError::BadEntry { field, index, error }))
         .collect()
 }
 
@@ -291,27 +221,16 @@ fn parse_gateway(gateway: Option<&str>, family: Family) -> Result<Option<IpAddr>
     let Some(text) = gateway.filter(|text| !text.is_empty()) else {
         return Ok(None);
     };
-    let ip: IpAddr = text.parse().map_err(|_| SpecError::BadGateway {
-        gateway: text.to_owned(),
-    })?;
+    let ip: IpAddr = text.parse().map_err(|_| SpecError::BadGateway { gateway: text.to_owned() })?;
     if Family::of(ip) != family {
-        return Err(SpecError::GatewayFamily {
-            gateway: text.to_owned(),
-            family: Family::of(ip),
-            expected: family,
-        });
+        return Err(SpecError::GatewayFamily { gateway: text.to_owned(), family: Family::of(ip), expected: family });
     }
     Ok(Some(ip))
 }
 
 /// Every `addresses` entry must lie in the subnet of the lowest address (excluded entries and
 /// the gateway are not checked, as in the in-cluster webhook).
-fn check_within(
-    entries: &[EntryRange],
-    spec: &FamilySpec,
-    subnet: Span,
-    family: Family,
-) -> Result<(), SpecError> {
+fn check_within(entries: &[EntryRange], spec: &FamilySpec, subnet: Span, family: Family) -> Result<(), SpecError> {
     let outside = entries.iter().enumerate().find(|(_, entry)| {
         let (first, last) = entry.values();
         first < subnet.first || last > subnet.last

@@ -11,14 +11,8 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    pub(super) const ZERO: Tally = Tally {
-        carry: false,
-        low: 0,
-    };
-    const ALL: Tally = Tally {
-        carry: true,
-        low: 0,
-    };
+    pub(super) const ZERO: Tally = Tally { carry: false, low: 0 };
+    const ALL: Tally = Tally { carry: true, low: 0 };
 
     #[must_use]
     pub(super) const fn of(low: u128) -> Tally {
@@ -94,10 +88,7 @@ mod tests {
     #[test]
     fn arithmetic_never_wraps() {
         assert_eq!(Tally::of(3).sub(Tally::of(5)), Tally::ZERO);
-        assert_eq!(
-            Tally::of(u128::MAX).add(Tally::of(5)),
-            Tally::span(0, u128::MAX)
-        );
+        assert_eq!(Tally::of(u128::MAX).add(Tally::of(5)), Tally::span(0, u128::MAX));
         assert_eq!(Tally::span(5, 5), Tally::of(1));
         assert!(Tally::of(2) < Tally::span(0, u128::MAX));
     }

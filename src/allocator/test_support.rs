@@ -15,11 +15,7 @@ pub(super) struct Def {
 
 /// A definition with `addresses` and `prefix`, no gateway, nothing excluded.
 pub(super) fn def(addresses: &[&str], prefix: u8) -> Def {
-    Def {
-        addresses: addresses.iter().map(|s| (*s).to_owned()).collect(),
-        prefix,
-        ..Def::default()
-    }
+    Def { addresses: addresses.iter().map(|s| (*s).to_owned()).collect(), prefix, ..Def::default() }
 }
 
 impl Def {

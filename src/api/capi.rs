@@ -27,16 +27,11 @@ impl CapiVersion {
 
     /// The newest version ferro-ipam speaks among those the API server serves.
     pub fn choose(served: &[String]) -> Option<CapiVersion> {
-        [CapiVersion::V1Beta2, CapiVersion::V1Beta1]
-            .into_iter()
-            .find(|v| served.iter().any(|s| s == v.as_str()))
+        [CapiVersion::V1Beta2, CapiVersion::V1Beta1].into_iter().find(|v| served.iter().any(|s| s == v.as_str()))
     }
 
     fn resource(self, group: &str, kind: &str, plural: &str) -> ApiResource {
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, self.as_str(), kind),
-            plural,
-        )
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, self.as_str(), kind), plural)
     }
 
     pub fn claim_resource(self) -> ApiResource {
@@ -129,11 +124,7 @@ mod tests {
 
     #[test]
     fn newest_served_version_is_chosen() {
-        let both = vec![
-            "v1alpha1".to_owned(),
-            "v1beta1".to_owned(),
-            "v1beta2".to_owned(),
-        ];
+        let both = vec!["v1alpha1".to_owned(), "v1beta1".to_owned(), "v1beta2".to_owned()];
         assert_eq!(CapiVersion::choose(&both), Some(CapiVersion::V1Beta2));
         let old = vec!["v1alpha1".to_owned(), "v1beta1".to_owned()];
         assert_eq!(CapiVersion::choose(&old), Some(CapiVersion::V1Beta1));

@@ -49,12 +49,9 @@ pub fn in_cluster_ip_pool() -> CustomResourceDefinition {
         version.deprecation_warning =
             Some("ipam.cluster.x-k8s.io/v1alpha1 pools are not served; use v1alpha2".to_owned());
     }
-    let mut crd = merge_crds(vec![old, InClusterIPPool::crd()], "v1alpha2")
-        .expect("both versions describe the same kind");
-    crd.metadata.labels = Some(BTreeMap::from([(
-        MOVE_HIERARCHY_LABEL.to_owned(),
-        String::new(),
-    )]));
+    let mut crd =
+        merge_crds(vec![old, InClusterIPPool::crd()], "v1alpha2").expect("both versions describe the same kind");
+    crd.metadata.labels = Some(BTreeMap::from([(MOVE_HIERARCHY_LABEL.to_owned(), String::new())]));
     crd
 }
 
@@ -69,11 +66,7 @@ pub fn global_in_cluster_ip_pool() -> CustomResourceDefinition {
     names.plural = "globalinclusterippools".to_owned();
     names.singular = Some("globalinclusterippool".to_owned());
     for version in &mut crd.spec.versions {
-        if let Some(schema) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        {
+        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
             schema.description = Some(
                 "GlobalInClusterIPPool is a cluster-scoped pool: IPAddressClaims in any namespace may reference it."
                     .to_owned(),
@@ -89,13 +82,7 @@ pub fn files() -> Vec<(String, String)> {
         .iter()
         .map(|crd| {
             let name = format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("crd"));
-            (
-                name,
-                format!(
-                    "---\n{}",
-                    serde_saphyr::to_string(crd).expect("a CRD serializes to YAML")
-                ),
-            )
+            (name, format!("---\n{}", serde_saphyr::to_string(crd).expect("a CRD serializes to YAML")))
         })
         .collect()
 }

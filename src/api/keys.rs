@@ -19,8 +19,7 @@ pub const PROTECT_ADDRESS_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddres
 /// Finalizer on a pool while any `IPAddress` references it.
 pub const PROTECT_POOL_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectPool";
 /// Lets a pool be deleted although addresses reference it (used by `clusterctl move`).
-pub const SKIP_DELETE_PROTECTION_ANNOTATION: &str =
-    "ipam.cluster.x-k8s.io/skip-validate-delete-webhook";
+pub const SKIP_DELETE_PROTECTION_ANNOTATION: &str = "ipam.cluster.x-k8s.io/skip-validate-delete-webhook";
 
 /// CAPI: the cluster an object belongs to.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";

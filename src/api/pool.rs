@@ -161,10 +161,7 @@ impl GlobalInClusterIPPool {
                 api_version: Self::api_version(&()).into_owned(),
                 kind: Self::kind(&()).into_owned(),
             }),
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                ..ObjectMeta::default()
-            },
+            metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() },
             spec,
             status: None,
         }
@@ -206,10 +203,7 @@ fn spec_rules(schema: &mut Schema) {
 }
 
 fn entry_rules(schema: &mut Schema) {
-    if let Some(items) = schema
-        .get_mut("items")
-        .and_then(|i| Schema::try_from(i.take()).ok())
-    {
+    if let Some(items) = schema.get_mut("items").and_then(|i| Schema::try_from(i.take()).ok()) {
         let mut items = items;
         apply_rules(&mut items, validation::entry_rules());
         schema.insert("items".to_owned(), items.to_value());

@@ -43,9 +43,8 @@ fn pool_network(first: &str) -> String {
 /// Rule on each entry of an address list: the API server names the entry (`spec.addresses[2]`).
 pub fn entry_rules() -> Vec<Rule> {
     vec![
-        Rule::new(valid_entry("self")).message(
-            "must be an IP address, a range a-b of two addresses of one family, or a CIDR",
-        ),
+        Rule::new(valid_entry("self"))
+            .message("must be an IP address, a range a-b of two addresses of one family, or a CIDR"),
     ]
 }
 
@@ -58,9 +57,8 @@ fn entries_share_one_family(field: &str) -> Rule {
 /// Rules on `spec.addresses` as a list.
 pub fn addresses_rules() -> Vec<Rule> {
     vec![
-        Rule::new("size(self) > 0").message(
-            "spec.addresses is required: list at least one IP address, range (a-b) or CIDR",
-        ),
+        Rule::new("size(self) > 0")
+            .message("spec.addresses is required: list at least one IP address, range (a-b) or CIDR"),
         entries_share_one_family("spec.addresses"),
     ]
 }
@@ -104,7 +102,9 @@ pub fn spec_rules() -> Vec<Rule> {
         ))
         .message("spec.excludedAddresses: addresses and excluded addresses are of mixed IP families")
         .field_path(".excludedAddresses"),
-        Rule::new(format!("size(self.addresses) == 0 || !{} || (!{first}.contains(':') && self.prefix > 32) || {in_subnet}", valid_entry(first)))
+        // A prefix outside 0-128 is refused by the schema; skipping it here keeps the digit
+        // lookup in `prefix_string` in bounds, so the user sees that error alone.
+        Rule::new(format!("size(self.addresses) == 0 || self.prefix < 0 || self.prefix > 128 || !{} || (!{first}.contains(':') && self.prefix > 32) || {in_subnet}", valid_entry(first)))
             .message(
                 "spec.addresses: provided address belongs to a different subnet than others: every entry must lie in the network of the lowest address with spec.prefix",
             )

@@ -8,7 +8,8 @@ use tracing::warn;
 
 use crate::api::CapiVersion;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
-use crate::index::Index;
+use crate::index::{HolderKey, Index};
+use crate::metrics::Metrics;
 
 /// Shared state of the controllers.
 pub struct Context {
@@ -21,9 +22,24 @@ pub struct Context {
     /// None when the API server serves no CAPI `Cluster` (then no claim waits for one).
     pub clusters: Option<Store<Cluster>>,
     pub recorder: Recorder,
+    pub metrics: std::sync::Arc<Metrics>,
+    /// When each claim still waiting for its address was first seen (for the latency histogram).
+    pub first_seen: std::sync::Mutex<std::collections::HashMap<HolderKey, std::time::Instant>>,
 }
 
 impl Context {
+    /// Notes the first time a claim without an address is seen.
+    pub fn seen(&self, holder: &HolderKey) {
+        let mut seen = self.first_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.entry(holder.clone()).or_insert_with(std::time::Instant::now);
+    }
+
+    /// The time since a claim was first seen, forgetting it.
+    pub fn served(&self, holder: &HolderKey) -> Option<std::time::Duration> {
+        let mut seen = self.first_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.remove(holder).map(|since| since.elapsed())
+    }
+
     pub fn claim_api(&self, namespace: &str) -> Api<IPAddressClaim> {
         Api::namespaced_with(self.client.clone(), namespace, &self.claim_resource)
     }
@@ -34,8 +50,7 @@ impl Context {
 
     /// The `IPAddress` of this name, as the watch last saw it.
     pub fn cached_address(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<IPAddress>> {
-        self.addresses
-            .get(&ObjectRef::new_with(name, self.address_resource.clone()).within(namespace))
+        self.addresses.get(&ObjectRef::new_with(name, self.address_resource.clone()).within(namespace))
     }
 
     /// The Cluster of this name, as the watch last saw it.
@@ -45,32 +60,18 @@ impl Context {
     }
 
     /// Records an Event on an object. A failure to record is logged, never fatal.
-    pub async fn publish<K>(
-        &self,
-        object: &K,
-        dyntype: &K::DynamicType,
-        warning: bool,
-        reason: &str,
-        note: String,
-    ) where
+    pub async fn publish<K>(&self, object: &K, dyntype: &K::DynamicType, warning: bool, reason: &str, note: String)
+    where
         K: Resource,
     {
         let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
+            type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.to_owned(),
             note: Some(note),
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        if let Err(error) = self
-            .recorder
-            .publish(&event, &object.object_ref(dyntype))
-            .await
-        {
+        if let Err(error) = self.recorder.publish(&event, &object.object_ref(dyntype)).await {
             warn!(%error, reason, "could not record an event");
         }
     }

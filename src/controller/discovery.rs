@@ -20,12 +20,7 @@ pub struct Served {
 fn versions_serving(group: &kube::discovery::ApiGroup, kind: &str) -> Vec<String> {
     group
         .versions()
-        .filter(|v| {
-            group
-                .versioned_resources(v)
-                .iter()
-                .any(|(r, _)| r.kind == kind)
-        })
+        .filter(|v| group.versioned_resources(v).iter().any(|(r, _)| r.kind == kind))
         .map(str::to_owned)
         .collect()
 }
@@ -34,9 +29,7 @@ fn versions_serving(group: &kube::discovery::ApiGroup, kind: &str) -> Vec<String
 pub async fn served(client: &Client) -> anyhow::Result<Served> {
     let ipam = discovery::group(client, IPAM_GROUP)
         .await
-        .with_context(|| {
-            format!("discovering API group {IPAM_GROUP}: are Cluster API's CRDs installed?")
-        })?;
+        .with_context(|| format!("discovering API group {IPAM_GROUP}: are Cluster API's CRDs installed?"))?;
     let claim_versions = versions_serving(&ipam, "IPAddressClaim");
     let Some(ipam_version) = CapiVersion::choose(&claim_versions) else {
         bail!(
@@ -50,13 +43,6 @@ pub async fn served(client: &Client) -> anyhow::Result<Served> {
             None
         }
     };
-    info!(
-        ipam = ipam_version.as_str(),
-        cluster = cluster.map(CapiVersion::as_str),
-        "discovered Cluster API versions"
-    );
-    Ok(Served {
-        ipam: ipam_version,
-        cluster,
-    })
+    info!(ipam = ipam_version.as_str(), cluster = cluster.map(CapiVersion::as_str), "discovered Cluster API versions");
+    Ok(Served { ipam: ipam_version, cluster })
 }

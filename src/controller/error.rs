@@ -19,10 +19,7 @@ pub enum Error {
 
 impl Error {
     pub fn kube(action: impl Into<String>, source: kube::Error) -> Self {
-        Error::Kube {
-            action: action.into(),
-            source: Box::new(source),
-        }
+        Error::Kube { action: action.into(), source: Box::new(source) }
     }
 
     /// A short, stable name for logs and metrics.

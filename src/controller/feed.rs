@@ -48,12 +48,7 @@ impl AddressFeed {
             }
             Event::InitDone => {
                 if let Some(seen) = self.relisted.take() {
-                    let gone: Vec<HolderKey> = self
-                        .known
-                        .keys()
-                        .filter(|h| !seen.contains(*h))
-                        .cloned()
-                        .collect();
+                    let gone: Vec<HolderKey> = self.known.keys().filter(|h| !seen.contains(*h)).cloned().collect();
                     for holder in gone {
                         self.forget(&holder);
                     }
@@ -92,10 +87,7 @@ impl AddressFeed {
 }
 
 fn holder_of(address: &IPAddress) -> HolderKey {
-    HolderKey::new(
-        &address.namespace().unwrap_or_default(),
-        &address.name_any(),
-    )
+    HolderKey::new(&address.namespace().unwrap_or_default(), &address.name_any())
 }
 
 /// Feeds pool watch events (of one kind) into the index.
@@ -131,12 +123,7 @@ impl PoolFeed {
             }
             Event::InitDone => {
                 if let Some(seen) = self.relisted.take() {
-                    let gone: Vec<PoolKey> = self
-                        .known
-                        .iter()
-                        .filter(|k| !seen.contains(*k))
-                        .cloned()
-                        .collect();
+                    let gone: Vec<PoolKey> = self.known.iter().filter(|k| !seen.contains(*k)).cloned().collect();
                     for key in gone {
                         self.forget(&key);
                     }

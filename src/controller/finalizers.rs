@@ -10,9 +10,7 @@ pub fn without_finalizer<K: Resource>(object: &K, finalizer: &str) -> Option<Val
         return None;
     }
     let kept: Vec<&String> = finalizers.iter().filter(|f| *f != finalizer).collect();
-    Some(
-        json!({ "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": kept } }),
-    )
+    Some(json!({ "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": kept } }))
 }
 
 /// The patch that adds one finalizer, guarded by the object's resource version.
@@ -23,9 +21,7 @@ pub fn with_finalizer<K: Resource>(object: &K, finalizer: &str) -> Option<Value>
     }
     let mut all = finalizers.to_vec();
     all.push(finalizer.to_owned());
-    Some(
-        json!({ "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": all } }),
-    )
+    Some(json!({ "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": all } }))
 }
 
 #[cfg(test)]
@@ -39,10 +35,7 @@ mod tests {
         assert!(with_finalizer(&c, "x/y").is_some());
         c.metadata.finalizers = Some(vec!["x/y".into(), "other".into()]);
         assert!(with_finalizer(&c, "x/y").is_none());
-        assert_eq!(
-            without_finalizer(&c, "x/y").unwrap()["metadata"]["finalizers"],
-            json!(["other"])
-        );
+        assert_eq!(without_finalizer(&c, "x/y").unwrap()["metadata"]["finalizers"], json!(["other"]));
         assert!(without_finalizer(&c, "absent").is_none());
     }
 }

@@ -3,7 +3,9 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
 
 use futures::{Stream, StreamExt, future};
 use kube::api::Api;
@@ -22,6 +24,7 @@ use crate::api::keys::WATCH_FILTER_LABEL;
 use crate::api::{GlobalInClusterIPPool, InClusterIPPool};
 use crate::health::Health;
 use crate::index::{Index, PoolKind, Trigger};
+use crate::metrics::{ControllerLabels, Metrics};
 
 use super::claim::{self, cluster_name};
 use super::context::Context;
@@ -46,9 +49,7 @@ pub struct Settings {
 impl Settings {
     fn filtered(&self) -> watcher::Config {
         match &self.watch_filter {
-            Some(value) => {
-                watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={value}"))
-            }
+            Some(value) => watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={value}")),
             None => watcher::Config::default(),
         }
     }
@@ -92,6 +93,33 @@ fn readiness_gate(index: &Index, parts: usize) -> impl Fn() -> Box<dyn FnOnce() 
     }
 }
 
+/// Runs one reconcile inside a span naming the object, and counts it.
+async fn instrumented<K, F, Fut>(
+    controller: &'static str,
+    object: Arc<K>,
+    ctx: Arc<Context>,
+    reconcile: F,
+) -> Result<Action, Error>
+where
+    K: kube::Resource,
+    F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<Action, Error>>,
+{
+    let labels = ControllerLabels { controller: controller.to_owned() };
+    let name = match object.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", object.meta().name.as_deref().unwrap_or_default()),
+        None => object.meta().name.clone().unwrap_or_default(),
+    };
+    let span = tracing::debug_span!("reconcile", controller, object = %name);
+    let metrics = ctx.metrics.clone();
+    metrics.reconciles_in_flight.get_or_create(&labels).inc();
+    let started = Instant::now();
+    let result = reconcile(object, ctx).instrument(span).await;
+    metrics.reconciles_in_flight.get_or_create(&labels).dec();
+    metrics.reconciled(controller, started.elapsed(), result.as_ref().err().map(Error::metric_label));
+    result
+}
+
 fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
     warn!(%error, kind = error.metric_label(), "reconcile failed; retrying");
     Action::requeue(error.retry_after())
@@ -125,13 +153,12 @@ where
     let api: Api<K> = K::api(client.clone(), settings.namespace.as_deref());
     let (store, writer) = reflector::store();
     let mut feed = PoolFeed::new(index.clone(), listed);
-    let events = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
-        .map(move |event| {
-            if let Ok(event) = &event {
-                feed.apply(event);
-            }
-            event
-        });
+    let events = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff()).map(move |event| {
+        if let Ok(event) = &event {
+            feed.apply(event);
+        }
+        event
+    });
     if !manage {
         drop(triggers);
         return future::Either::Left(drain(events));
@@ -140,7 +167,7 @@ where
         .with_config(ControllerConfig::default().debounce(Duration::from_millis(300)))
         .reconcile_on(UnboundedReceiverStream::new(triggers))
         .graceful_shutdown_on(shutdown)
-        .run(pool::reconcile::<K>, error_policy, ctx);
+        .run(|pool, ctx| instrumented("pool", pool, ctx, pool::reconcile::<K>), error_policy, ctx);
     future::Either::Right(drain(controller))
 }
 
@@ -151,6 +178,7 @@ pub async fn run(
     served: Served,
     settings: Settings,
     health: Health,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     let shutdown = futures::FutureExt::shared(shutdown);
@@ -165,21 +193,18 @@ pub async fn run(
     let mut address_feed = AddressFeed::new(index.clone(), gate());
     let address_api: Api<IPAddress> = settings.scoped(&client, &address_resource);
     let address_watch = drain(
-        reflector::reflector(
-            address_writer,
-            watcher(address_api, watcher::Config::default()).default_backoff(),
-        )
-        .map(move |event| match &event {
-            Ok(event) => address_feed.apply(event),
-            Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
-        }),
+        reflector::reflector(address_writer, watcher(address_api, watcher::Config::default()).default_backoff()).map(
+            move |event| match &event {
+                Ok(event) => address_feed.apply(event),
+                Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
+            },
+        ),
     );
 
     // Cluster watch -> store for the pause rules; its changes retrigger the Cluster's claims.
     let (claim_tx, claim_rx) = mpsc::unbounded_channel::<ObjectRef<IPAddressClaim>>();
     let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
-    let claim_controller =
-        Controller::new_with(claim_api, settings.filtered(), claim_resource.clone());
+    let claim_controller = Controller::new_with(claim_api, settings.filtered(), claim_resource.clone());
     let claims = claim_controller.store();
     let (clusters, cluster_watch) = match served.cluster {
         Some(version) => {
@@ -189,33 +214,25 @@ pub async fn run(
             let claims = claims.clone();
             let tx = claim_tx.clone();
             let claim_resource = claim_resource.clone();
-            let watch =
-                reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
-                    .touched_objects()
-                    .map(move |cluster| {
-                        if let Ok(cluster) = cluster {
-                            let namespace = cluster.namespace();
-                            for claim in claims.state().iter().filter(|c| {
-                                c.namespace() == namespace
-                                    && cluster_name(c).as_deref()
-                                        == Some(cluster.name_any().as_str())
-                            }) {
-                                let _ = tx.send(ObjectRef::from_obj_with(
-                                    claim.as_ref(),
-                                    claim_resource.clone(),
-                                ));
-                            }
+            let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
+                .touched_objects()
+                .map(move |cluster| {
+                    if let Ok(cluster) = cluster {
+                        let namespace = cluster.namespace();
+                        for claim in claims.state().iter().filter(|c| {
+                            c.namespace() == namespace
+                                && cluster_name(c).as_deref() == Some(cluster.name_any().as_str())
+                        }) {
+                            let _ = tx.send(ObjectRef::from_obj_with(claim.as_ref(), claim_resource.clone()));
                         }
-                    });
+                    }
+                });
             (Some(store), future::Either::Left(drain(watch)))
         }
         None => (None, future::Either::Right(future::ready(()))),
     };
 
-    let reporter = Reporter {
-        controller: "ferro-ipam".into(),
-        instance: settings.instance.clone(),
-    };
+    let reporter = Reporter { controller: "ferro-ipam".into(), instance: settings.instance.clone() };
     let ctx = Arc::new(Context {
         client: client.clone(),
         index: index.clone(),
@@ -225,6 +242,8 @@ pub async fn run(
         addresses,
         clusters,
         recorder: Recorder::new(client.clone(), reporter),
+        metrics: metrics.clone(),
+        first_seen: Default::default(),
     });
 
     // Index triggers -> the claim and pool controllers.
@@ -232,31 +251,27 @@ pub async fn run(
     let (global_tx, global_rx) = mpsc::unbounded_channel::<ObjectRef<GlobalInClusterIPPool>>();
     let route_claims = claim_tx.clone();
     let claim_resource = claim_resource.clone();
-    let router = drain(UnboundedReceiverStream::new(index_triggers).map(
-        move |trigger| match trigger {
-            Trigger::Claim(holder) => {
-                let _ = route_claims.send(
-                    ObjectRef::new_with(&holder.name, claim_resource.clone())
-                        .within(&holder.namespace),
-                );
+    let router = drain(UnboundedReceiverStream::new(index_triggers).map(move |trigger| match trigger {
+        Trigger::Claim(holder) => {
+            let _ =
+                route_claims.send(ObjectRef::new_with(&holder.name, claim_resource.clone()).within(&holder.namespace));
+        }
+        Trigger::Pool(key) => match (key.kind, key.namespace) {
+            (PoolKind::InCluster, Some(ns)) => {
+                let _ = in_cluster_tx.send(ObjectRef::new(&key.name).within(&ns));
             }
-            Trigger::Pool(key) => match (key.kind, key.namespace) {
-                (PoolKind::InCluster, Some(ns)) => {
-                    let _ = in_cluster_tx.send(ObjectRef::new(&key.name).within(&ns));
-                }
-                _ => {
-                    let _ = global_tx.send(ObjectRef::new(&key.name));
-                }
-            },
+            _ => {
+                let _ = global_tx.send(ObjectRef::new(&key.name));
+            }
         },
-    ));
+    }));
 
     let claim_controller = drain(
         claim_controller
             .with_config(ControllerConfig::default().concurrency(settings.claim_concurrency))
             .reconcile_on(UnboundedReceiverStream::new(claim_rx))
             .graceful_shutdown_on(shutdown.clone())
-            .run(claim::reconcile, error_policy, ctx.clone()),
+            .run(|claim, ctx| instrumented("claim", claim, ctx, claim::reconcile), error_policy, ctx.clone()),
     );
     let in_cluster = pool_controller::<InClusterIPPool>(
         true,
@@ -284,7 +299,11 @@ pub async fn run(
     let announce_ready = async move {
         ready_index.wait_ready().await;
         health.set_ready(true);
-        futures::future::pending::<()>().await;
+        // From now on, keep the gauge of waiting claims current.
+        loop {
+            metrics.claims_waiting.set(i64::try_from(ready_index.waiting_claims()).unwrap_or(i64::MAX));
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
     };
 
     // The controllers end on shutdown; the watches and the router end with them.

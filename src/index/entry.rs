@@ -139,11 +139,7 @@ impl PoolEntry {
     }
 
     fn allocator_for(&mut self, ip: IpAddr) -> Option<&mut FamilyPool> {
-        self.allocators
-            .as_mut()
-            .ok()?
-            .iter_mut()
-            .find(|p| p.family() == Family::of(ip))
+        self.allocators.as_mut().ok()?.iter_mut().find(|p| p.family() == Family::of(ip))
     }
 
     fn add_user(&mut self, ip: IpAddr, holder: &HolderKey) {
@@ -191,46 +187,24 @@ impl PoolEntry {
             return Ok(ip);
         }
         let pools = self.allocators.as_mut().map_err(|why| {
-            if why.is_empty() {
-                AllocError::PoolMissing
-            } else {
-                AllocError::PoolInvalid(why.clone())
-            }
+            if why.is_empty() { AllocError::PoolMissing } else { AllocError::PoolInvalid(why.clone()) }
         })?;
         let family = match request.family {
             Some(f) => f,
-            None => pools
-                .first()
-                .map(FamilyPool::family)
-                .ok_or(AllocError::PoolMissing)?,
+            None => pools.first().map(FamilyPool::family).ok_or(AllocError::PoolMissing)?,
         };
-        let pool = pools
-            .iter_mut()
-            .find(|p| p.family() == family)
-            .ok_or(AllocError::FamilyNotInPool(family))?;
+        let pool = pools.iter_mut().find(|p| p.family() == family).ok_or(AllocError::FamilyNotInPool(family))?;
         let ip = match request.address {
             Some(ip) => {
                 if let Some(holders) = self.users.get(&ip) {
-                    let taken_by = holders
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    return Err(AllocError::Requested {
-                        address: ip,
-                        reason: format!("it is taken by {taken_by}"),
-                    });
+                    let taken_by = holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+                    return Err(AllocError::Requested { address: ip, reason: format!("it is taken by {taken_by}") });
                 }
                 pool.allocate(ip)
-                    .map_err(|e: AllocateError| AllocError::Requested {
-                        address: ip,
-                        reason: e.to_string(),
-                    })?;
+                    .map_err(|e: AllocateError| AllocError::Requested { address: ip, reason: e.to_string() })?;
                 ip
             }
-            None => pool
-                .allocate_lowest()
-                .ok_or(AllocError::Exhausted(family))?,
+            None => pool.allocate_lowest().ok_or(AllocError::Exhausted(family))?,
         };
         // The allocator has marked the address; record the claim as its only user.
         self.users.insert(ip, vec![holder.clone()]);
@@ -247,6 +221,11 @@ impl PoolEntry {
     /// Stops waiting for a claim (deleted, or allocated elsewhere).
     pub fn stop_waiting(&mut self, holder: &HolderKey) {
         self.waiting.remove(holder);
+    }
+
+    /// How many claims wait for this pool.
+    pub fn waiting_count(&self) -> usize {
+        self.waiting.len()
     }
 
     /// The claims waiting for room, which are handed over (and forgotten) to be retried.
@@ -294,11 +273,7 @@ impl PoolEntry {
             .users
             .keys()
             .copied()
-            .filter(|&ip| {
-                !pools
-                    .iter()
-                    .any(|p| p.family() == Family::of(ip) && p.check(ip).is_ok())
-            })
+            .filter(|&ip| !pools.iter().any(|p| p.family() == Family::of(ip) && p.check(ip).is_ok()))
             .collect();
         outside.sort();
         outside

@@ -25,10 +25,7 @@ impl PoolKind {
     /// The pool kind a `poolRef` names, when it is one of ours. An empty or missing `apiGroup`
     /// (a `v1beta1` nil) counts as ours, as it does for the in-cluster provider.
     pub fn of_reference(pool_ref: &PoolReference) -> Option<PoolKind> {
-        let group_is_ours = pool_ref
-            .api_group
-            .as_deref()
-            .is_none_or(|g| g.is_empty() || g == IPAM_GROUP);
+        let group_is_ours = pool_ref.api_group.as_deref().is_none_or(|g| g.is_empty() || g == IPAM_GROUP);
         if !group_is_ours {
             return None;
         }
@@ -50,19 +47,11 @@ pub struct PoolKey {
 
 impl PoolKey {
     pub fn in_cluster(namespace: &str, name: &str) -> Self {
-        PoolKey {
-            kind: PoolKind::InCluster,
-            namespace: Some(namespace.to_owned()),
-            name: name.to_owned(),
-        }
+        PoolKey { kind: PoolKind::InCluster, namespace: Some(namespace.to_owned()), name: name.to_owned() }
     }
 
     pub fn global(name: &str) -> Self {
-        PoolKey {
-            kind: PoolKind::Global,
-            namespace: None,
-            name: name.to_owned(),
-        }
+        PoolKey { kind: PoolKind::Global, namespace: None, name: name.to_owned() }
     }
 
     /// The pool a claim or address in `namespace` references, if it is one of ours.
@@ -92,10 +81,7 @@ pub struct HolderKey {
 
 impl HolderKey {
     pub fn new(namespace: &str, name: &str) -> Self {
-        HolderKey {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        }
+        HolderKey { namespace: namespace.to_owned(), name: name.to_owned() }
     }
 }
 
@@ -110,56 +96,28 @@ mod tests {
     use super::*;
 
     fn reference(group: Option<&str>, kind: &str) -> PoolReference {
-        PoolReference {
-            api_group: group.map(str::to_owned),
-            kind: kind.to_owned(),
-            name: "p".to_owned(),
-        }
+        PoolReference { api_group: group.map(str::to_owned), kind: kind.to_owned(), name: "p".to_owned() }
     }
 
     #[test]
     fn claims_for_our_kinds_are_ours_with_or_without_group() {
-        assert_eq!(
-            PoolKind::of_reference(&reference(Some(IPAM_GROUP), "InClusterIPPool")),
-            Some(PoolKind::InCluster)
-        );
-        assert_eq!(
-            PoolKind::of_reference(&reference(None, "GlobalInClusterIPPool")),
-            Some(PoolKind::Global)
-        );
-        assert_eq!(
-            PoolKind::of_reference(&reference(Some(""), "InClusterIPPool")),
-            Some(PoolKind::InCluster)
-        );
+        assert_eq!(PoolKind::of_reference(&reference(Some(IPAM_GROUP), "InClusterIPPool")), Some(PoolKind::InCluster));
+        assert_eq!(PoolKind::of_reference(&reference(None, "GlobalInClusterIPPool")), Some(PoolKind::Global));
+        assert_eq!(PoolKind::of_reference(&reference(Some(""), "InClusterIPPool")), Some(PoolKind::InCluster));
     }
 
     #[test]
     fn claims_for_other_groups_or_kinds_are_not_ours() {
-        assert_eq!(
-            PoolKind::of_reference(&reference(Some("ipam.metal3.io"), "InClusterIPPool")),
-            None
-        );
-        assert_eq!(
-            PoolKind::of_reference(&reference(Some(IPAM_GROUP), "IPPool")),
-            None
-        );
+        assert_eq!(PoolKind::of_reference(&reference(Some("ipam.metal3.io"), "InClusterIPPool")), None);
+        assert_eq!(PoolKind::of_reference(&reference(Some(IPAM_GROUP), "IPPool")), None);
     }
 
     #[test]
     fn namespaced_and_global_pools_of_one_name_are_distinct() {
         let r = reference(None, "InClusterIPPool");
         let g = reference(None, "GlobalInClusterIPPool");
-        assert_ne!(
-            PoolKey::from_reference("a", &r),
-            PoolKey::from_reference("a", &g)
-        );
-        assert_ne!(
-            PoolKey::from_reference("a", &r),
-            PoolKey::from_reference("b", &r)
-        );
-        assert_eq!(
-            PoolKey::from_reference("a", &g),
-            PoolKey::from_reference("b", &g)
-        );
+        assert_ne!(PoolKey::from_reference("a", &r), PoolKey::from_reference("a", &g));
+        assert_ne!(PoolKey::from_reference("a", &r), PoolKey::from_reference("b", &r));
+        assert_eq!(PoolKey::from_reference("a", &g), PoolKey::from_reference("b", &g));
     }
 }

@@ -71,37 +71,19 @@ impl Index {
     pub fn new() -> (Index, mpsc::UnboundedReceiver<Trigger>) {
         let (triggers, receiver) = mpsc::unbounded_channel();
         let (ready, _) = watch::channel(false);
-        let index = Index {
-            pools: Arc::default(),
-            triggers,
-            ready: Arc::new(ready),
-        };
+        let index = Index { pools: Arc::default(), triggers, ready: Arc::new(ready) };
         (index, receiver)
     }
 
     fn slot(&self, key: &PoolKey) -> Arc<Mutex<Slot>> {
-        if let Some(slot) = self
-            .pools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-        {
+        if let Some(slot) = self.pools.read().unwrap_or_else(PoisonError::into_inner).get(key) {
             return slot.clone();
         }
-        self.pools
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(key.clone())
-            .or_default()
-            .clone()
+        self.pools.write().unwrap_or_else(PoisonError::into_inner).entry(key.clone()).or_default().clone()
     }
 
     fn existing_slot(&self, key: &PoolKey) -> Option<Arc<Mutex<Slot>>> {
-        self.pools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-            .cloned()
+        self.pools.read().unwrap_or_else(PoisonError::into_inner).get(key).cloned()
     }
 
     /// Asks the controllers to look at something again.
@@ -171,23 +153,17 @@ impl Index {
 
     /// Facts of a pool, when its object is known.
     pub fn pool_facts(&self, key: &PoolKey) -> Option<PoolFacts> {
-        self.existing_slot(key)
-            .and_then(|slot| lock(&slot).facts.clone())
+        self.existing_slot(key).and_then(|slot| lock(&slot).facts.clone())
     }
 
     /// The spec of a pool, when its object is known.
     pub fn pool_spec(&self, key: &PoolKey) -> Option<IPPoolSpec> {
-        self.existing_slot(key)
-            .and_then(|slot| lock(&slot).spec.clone())
+        self.existing_slot(key).and_then(|slot| lock(&slot).spec.clone())
     }
 
     /// Records or drops a hold on `pool` (`ip` None drops it).
     pub fn set_hold(&self, pool: &PoolKey, holder: &HolderKey, kind: HoldKind, ip: Option<IpAddr>) {
-        let slot = if ip.is_some() {
-            Some(self.slot(pool))
-        } else {
-            self.existing_slot(pool)
-        };
+        let slot = if ip.is_some() { Some(self.slot(pool)) } else { self.existing_slot(pool) };
         let Some(slot) = slot else { return };
         let mut slot = lock(&slot);
         if slot.entry.set_hold(holder, kind, ip) {
@@ -200,18 +176,12 @@ impl Index {
 
     /// The address an `IPAddress` object of this holder records in `pool`.
     pub fn object_hold(&self, pool: &PoolKey, holder: &HolderKey) -> Option<IpAddr> {
-        self.existing_slot(pool)
-            .and_then(|slot| lock(&slot).entry.object_hold(holder))
+        self.existing_slot(pool).and_then(|slot| lock(&slot).entry.object_hold(holder))
     }
 
     /// Allocates an address of `pool` for a claim; the same address again for the same claim.
     /// A claim that finds the pool full is remembered and triggered when an address is freed.
-    pub fn allocate(
-        &self,
-        pool: &PoolKey,
-        holder: &HolderKey,
-        request: Request,
-    ) -> Result<IpAddr, AllocError> {
+    pub fn allocate(&self, pool: &PoolKey, holder: &HolderKey, request: Request) -> Result<IpAddr, AllocError> {
         let slot = self.slot(pool);
         let mut slot = lock(&slot);
         let result = slot.entry.allocate(holder, request);
@@ -235,6 +205,12 @@ impl Index {
                 self.wake_waiting(&mut slot);
             }
         }
+    }
+
+    /// How many claims wait for a pool, over every pool.
+    pub fn waiting_claims(&self) -> usize {
+        let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        slots.iter().map(|slot| lock(slot).entry.waiting_count()).sum()
     }
 
     /// Counts, conflicts and validity of a pool, for its status.

@@ -79,14 +79,12 @@ impl PoolReport {
 
     /// Pool-wide sums over the families.
     pub fn totals(&self) -> FamilyReport {
-        self.families
-            .iter()
-            .fold(FamilyReport::default(), |sum, f| FamilyReport {
-                family: None,
-                total: sum.total.saturating_add(f.total),
-                used: sum.used.saturating_add(f.used),
-                free: sum.free.saturating_add(f.free),
-                out_of_range: sum.out_of_range.saturating_add(f.out_of_range),
-            })
+        self.families.iter().fold(FamilyReport::default(), |sum, f| FamilyReport {
+            family: None,
+            total: sum.total.saturating_add(f.total),
+            used: sum.used.saturating_add(f.used),
+            free: sum.free.saturating_add(f.free),
+            out_of_range: sum.out_of_range.saturating_add(f.out_of_range),
+        })
     }
 }

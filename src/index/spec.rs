@@ -9,12 +9,8 @@ use crate::api::IPPoolSpec;
 /// see (a range written backwards, a prefix that does not fit the addresses) and specs stored
 /// before the rules existed.
 pub fn build_allocators(spec: &IPPoolSpec) -> Result<Vec<FamilyPool>, String> {
-    let prefix = u8::try_from(spec.prefix).map_err(|_| {
-        format!(
-            "spec.prefix {} is not valid: use 0-32 for IPv4, 0-128 for IPv6",
-            spec.prefix
-        )
-    })?;
+    let prefix = u8::try_from(spec.prefix)
+        .map_err(|_| format!("spec.prefix {} is not valid: use 0-32 for IPv4, 0-128 for IPv6", spec.prefix))?;
     let excluded = spec.excluded_addresses.as_deref().unwrap_or_default();
     let family = FamilySpec {
         addresses: &spec.addresses,

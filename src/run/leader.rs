@@ -19,15 +19,9 @@ pub struct LeaseSettings {
 }
 
 /// Starts competing for the lease; the receiver says whether this replica holds it.
-pub async fn campaign(
-    client: Client,
-    settings: &LeaseSettings,
-) -> anyhow::Result<watch::Receiver<bool>> {
-    let params = LeaseParams::new(
-        settings.identity.clone(),
-        settings.duration.as_secs(),
-        settings.renew_margin.as_secs(),
-    );
+pub async fn campaign(client: Client, settings: &LeaseSettings) -> anyhow::Result<watch::Receiver<bool>> {
+    let params =
+        LeaseParams::new(settings.identity.clone(), settings.duration.as_secs(), settings.renew_margin.as_secs());
     let manager = LeaseManagerBuilder::new(client, &settings.name)
         .with_namespace(&settings.namespace)
         .with_parameters(params)

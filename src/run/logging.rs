@@ -6,8 +6,7 @@ use crate::cli::LogFormat;
 
 /// Installs the global subscriber. `filter` uses RUST_LOG syntax.
 pub fn init(format: LogFormat, filter: &str) -> anyhow::Result<()> {
-    let filter =
-        EnvFilter::try_new(filter).map_err(|e| anyhow::anyhow!("--log-level {filter:?}: {e}"))?;
+    let filter = EnvFilter::try_new(filter).map_err(|e| anyhow::anyhow!("--log-level {filter:?}: {e}"))?;
     let builder = fmt().with_env_filter(filter).with_target(false);
     match format {
         LogFormat::Text => builder.try_init(),

@@ -3,6 +3,7 @@
 mod leader;
 mod logging;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -15,19 +16,34 @@ use crate::cli::{RunFlags, parse_bind_address};
 use crate::controller::discovery;
 use crate::controller::run::{self as controllers, Settings};
 use crate::health::{self, Health};
+use crate::metrics::Metrics;
+
+/// The `/metrics` route.
+fn metrics_router(metrics: Arc<Metrics>) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = metrics.encode();
+            async move {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                    text,
+                )
+            }
+        }),
+    )
+}
 
 pub use logging::init as init_logging;
 
 async fn client(flags: &RunFlags) -> anyhow::Result<Client> {
     let config = match &flags.kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kubeconfig =
+                Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
             Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
         }
-        None => Config::infer()
-            .await
-            .context("finding a kubeconfig or in-cluster service account")?,
+        None => Config::infer().await.context("finding a kubeconfig or in-cluster service account")?,
     };
     Ok(Client::try_from(config)?)
 }
@@ -38,9 +54,8 @@ fn cancel_on_signal(token: CancellationToken) {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("installing a SIGTERM handler");
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler");
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}
@@ -57,17 +72,13 @@ fn lease_namespace(flags: &RunFlags) -> String {
     flags
         .leader_election_namespace
         .clone()
-        .or_else(|| {
-            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok()
-        })
+        .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
         .map(|ns| ns.trim().to_owned())
         .unwrap_or_else(|| "default".to_owned())
 }
 
 fn identity() -> String {
-    let host = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "ferro-ipam".into());
+    let host = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "ferro-ipam".into());
     format!("{host}-{}", std::process::id())
 }
 
@@ -76,9 +87,17 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let client = client(&flags).await?;
     let served = discovery::served(&client).await?;
     let health = Health::default();
-    if let Some(address) =
-        parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)?
-    {
+    let metrics = Arc::new(Metrics::new());
+    if let Some(address) = parse_bind_address(&flags.metrics_bind_address).map_err(anyhow::Error::msg)? {
+        let router = metrics_router(metrics.clone());
+        tokio::spawn(async move {
+            if let Err(error) = health::serve(address, router).await {
+                warn!(%error, "metrics server stopped");
+            }
+        });
+        info!(%address, "serving metrics");
+    }
+    if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
         let router = health.router();
         tokio::spawn(async move {
             if let Err(error) = health::serve(address, router).await {
@@ -98,8 +117,8 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     cancel_on_signal(shutdown.clone());
 
     if !flags.leader_elect {
-        return controllers::run(client, served, settings, health, shutdown.cancelled_owned())
-            .await;
+        metrics.leader.set(1);
+        return controllers::run(client, served, settings, health, metrics, shutdown.cancelled_owned()).await;
     }
 
     let lease = leader::LeaseSettings {
@@ -119,17 +138,20 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         }
         info!("became the leader: building the index, then serving claims");
         health.set_ready(false);
+        metrics.leader.set(1);
         let term = controllers::run(
             client.clone(),
             served,
             settings.clone(),
             health.clone(),
+            metrics.clone(),
             shutdown.clone().cancelled_owned(),
         );
         tokio::select! {
             result = term => return result,
             _ = leading.wait_for(|l| !*l) => {
                 // Dropping the term cancels every reconcile in flight: nothing more is written.
+                metrics.leader.set(0);
                 warn!("lost the leadership: stopped allocating; standing by");
             }
         }

@@ -24,16 +24,35 @@ async fn main() -> Result<()> {
     let examples = repo_root().join("docs/examples/quickstart.yaml");
     println!("Applying {}", examples.display());
     print!("{}", plane.kubectl_ok(&["apply", "-f", &examples.to_string_lossy()])?);
-    plane.kubectl_ok(&["wait", "-n", "demo", "--for=condition=Ready", "--timeout=60s", "ipaddressclaims.ipam.cluster.x-k8s.io", "--all"])?;
+    plane.kubectl_ok(&[
+        "wait",
+        "-n",
+        "demo",
+        "--for=condition=Ready",
+        "--timeout=60s",
+        "ipaddressclaims.ipam.cluster.x-k8s.io",
+        "--all",
+    ])?;
     // Give the pool controller a moment to publish its counts.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    show(&plane, "pools with their Total/Free/Used columns", &["get", "inclusterippools,globalinclusterippools", "-A"])?;
+    show(
+        &plane,
+        "pools with their Total/Free/Used columns",
+        &["get", "inclusterippools,globalinclusterippools", "-A"],
+    )?;
     show(&plane, "claims", &["get", "ipaddressclaims.ipam.cluster.x-k8s.io", "-n", "demo"])?;
     show(
         &plane,
         "the addresses written back",
-        &["get", "ipaddresses.ipam.cluster.x-k8s.io", "-n", "demo", "-o", "custom-columns=NAME:.metadata.name,ADDRESS:.spec.address,PREFIX:.spec.prefix,GATEWAY:.spec.gateway,POOL:.spec.poolRef.name"],
+        &[
+            "get",
+            "ipaddresses.ipam.cluster.x-k8s.io",
+            "-n",
+            "demo",
+            "-o",
+            "custom-columns=NAME:.metadata.name,ADDRESS:.spec.address,PREFIX:.spec.prefix,GATEWAY:.spec.gateway,POOL:.spec.poolRef.name",
+        ],
     )?;
     match provider.metrics_text() {
         Some(text) => {

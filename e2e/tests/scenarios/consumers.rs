@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 use ferro_ipam::api::capi::IPAddress;
-use ferro_ipam::api::keys::{
-    CLUSTER_NAME_LABEL, PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER,
-};
+use ferro_ipam::api::keys::{CLUSTER_NAME_LABEL, PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use ferro_ipam_e2e::invariants;
 use ferro_ipam_e2e::objects::{CAPI, Scope};
 use kube::ResourceExt;
@@ -36,28 +34,17 @@ fn controller_owner(api_version: &str, kind: &str, name: &str, uid: &str) -> Val
 async fn served(s: &Scope, claim: &str, pool: &str) -> IPAddress {
     let address = s.wait_allocated(claim, PROMPTLY).await.unwrap();
     let status = s.claims().get(claim).await.unwrap().status.unwrap();
-    assert_eq!(
-        status.address_ref.map(|r| r.name).as_deref(),
-        Some(claim),
-        "status.addressRef of {claim}"
-    );
+    assert_eq!(status.address_ref.map(|r| r.name).as_deref(), Some(claim), "status.addressRef of {claim}");
     assert_eq!(address.spec.claim_ref.name, claim);
     assert_eq!(address.spec.pool_ref.name, pool);
     assert_eq!(address.spec.pool_ref.kind, IN_CLUSTER);
-    assert_eq!(
-        address.spec.pool_ref.api_group.as_deref(),
-        Some("ipam.cluster.x-k8s.io")
-    );
+    assert_eq!(address.spec.pool_ref.api_group.as_deref(), Some("ipam.cluster.x-k8s.io"));
     address
 }
 
 /// The fields a consumer reads from an `IPAddress`.
 fn read(address: &IPAddress) -> (&str, i32, Option<&str>) {
-    (
-        address.spec.address.as_str(),
-        address.spec.prefix,
-        address.spec.gateway.as_deref(),
-    )
+    (address.spec.address.as_str(), address.spec.prefix, address.spec.gateway.as_deref())
 }
 
 /// The `IPAddress` carries the claim's cluster, is owned by the claim (controller) and the pool,
@@ -68,30 +55,15 @@ fn check_address_metadata(address: &IPAddress, claim: &str, pool: &str, cluster:
         Some(cluster),
         "cluster-name label of IPAddress {claim}"
     );
-    assert!(
-        address
-            .finalizers()
-            .iter()
-            .any(|f| f == PROTECT_ADDRESS_FINALIZER)
-    );
+    assert!(address.finalizers().iter().any(|f| f == PROTECT_ADDRESS_FINALIZER));
     let owners: Vec<(&str, &str, Option<bool>, Option<bool>)> = address
         .owner_references()
         .iter()
-        .map(|o| {
-            (
-                o.kind.as_str(),
-                o.name.as_str(),
-                o.controller,
-                o.block_owner_deletion,
-            )
-        })
+        .map(|o| (o.kind.as_str(), o.name.as_str(), o.controller, o.block_owner_deletion))
         .collect();
     assert_eq!(
         owners,
-        [
-            ("IPAddressClaim", claim, Some(true), Some(true)),
-            (IN_CLUSTER, pool, Some(false), Some(true)),
-        ],
+        [("IPAddressClaim", claim, Some(true), Some(true)), (IN_CLUSTER, pool, Some(false), Some(true)),],
         "owner references of IPAddress {claim}"
     );
 }
@@ -102,19 +74,12 @@ async fn check_claim_untouched(s: &Scope, claim: &str, written: &Value, consumer
     let object = s.claims().get(claim).await.unwrap();
     let meta = serde_json::to_value(&object.metadata).unwrap();
     for field in ["ownerReferences", "labels", "annotations"] {
-        assert_eq!(
-            meta.get(field),
-            written.get(field),
-            "metadata.{field} of claim {claim}"
-        );
+        assert_eq!(meta.get(field), written.get(field), "metadata.{field} of claim {claim}");
     }
     let finalizers = object.finalizers();
     assert!(finalizers.iter().any(|f| f == RELEASE_ADDRESS_FINALIZER));
     if let Some(theirs) = consumer_finalizer {
-        assert!(
-            finalizers.iter().any(|f| f == theirs),
-            "claim {claim} lost {theirs}: {finalizers:?}"
-        );
+        assert!(finalizers.iter().any(|f| f == theirs), "claim {claim} lost {theirs}: {finalizers:?}");
     }
 }
 
@@ -136,32 +101,15 @@ async fn capv_claims_named_vm_device_pool_get_addresses_with_prefix_and_gateway(
     let s = Scope::new("capv").await;
     let _p = s.provider();
     s.cluster("capv-wl", false).await.unwrap();
-    s.pool(
-        "capv-v4",
-        json!({"addresses": ["10.40.0.10-10.40.0.50"], "prefix": 24, "gateway": "10.40.0.1"}),
-    )
-    .await
-    .unwrap();
-    s.pool(
-        "capv-v6",
-        json!({"addresses": ["fd00:40::/120"], "prefix": 64, "gateway": "fd00:40::1"}),
-    )
-    .await
-    .unwrap();
-    s.pool(
-        "capv-storage",
-        json!({"addresses": ["172.16.40.100-172.16.40.110"], "prefix": 26}),
-    )
-    .await
-    .unwrap();
+    s.pool("capv-v4", json!({"addresses": ["10.40.0.10-10.40.0.50"], "prefix": 24, "gateway": "10.40.0.1"}))
+        .await
+        .unwrap();
+    s.pool("capv-v6", json!({"addresses": ["fd00:40::/120"], "prefix": 64, "gateway": "fd00:40::1"})).await.unwrap();
+    s.pool("capv-storage", json!({"addresses": ["172.16.40.100-172.16.40.110"], "prefix": 26})).await.unwrap();
 
     let vm = "capv-wl-md-0-x7k2p";
-    let vm_owner = owner(
-        "infrastructure.cluster.x-k8s.io/v1beta1",
-        "VSphereVM",
-        vm,
-        "6f1c2a4e-3b7d-4c1e-9a55-0c1d2e3f4a5b",
-    );
+    let vm_owner =
+        owner("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM", vm, "6f1c2a4e-3b7d-4c1e-9a55-0c1d2e3f4a5b");
     // Device 0 takes addresses from capv-v4 and capv-v6, device 1 from capv-storage.
     let claims = [
         (format!("{vm}-0-0"), "capv-v4", ("10.40.0.10", 24, Some("10.40.0.1"))),
@@ -175,9 +123,7 @@ async fn capv_claims_named_vm_device_pool_get_addresses_with_prefix_and_gateway(
         "finalizers": [CAPV_FINALIZER],
     });
     for (name, pool, _) in &claims {
-        s.claim_with(name, IN_CLUSTER, pool, metadata.clone())
-            .await
-            .unwrap();
+        s.claim_with(name, IN_CLUSTER, pool, metadata.clone()).await.unwrap();
     }
     for (name, pool, expected) in &claims {
         let address = served(&s, name, pool).await;
@@ -189,9 +135,7 @@ async fn capv_claims_named_vm_device_pool_get_addresses_with_prefix_and_gateway(
 
     // The VM is deleted: CAPV drops its finalizer, then the garbage collector deletes the claims.
     for (name, _, _) in &claims {
-        s.remove_finalizer(&CAPI.claim_resource(), name, CAPV_FINALIZER)
-            .await
-            .unwrap();
+        s.remove_finalizer(&CAPI.claim_resource(), name, CAPV_FINALIZER).await.unwrap();
         s.delete_claim(name).await.unwrap();
     }
     for (name, _, _) in &claims {
@@ -214,12 +158,9 @@ async fn capic_machine_gets_ipv4_and_ipv6_from_two_pools() {
     let s = Scope::new("capic").await;
     let _p = s.provider();
     s.cluster("ionos-wl", false).await.unwrap();
-    s.pool(
-        "ionos-v4",
-        json!({"addresses": ["192.168.50.10-192.168.50.20"], "prefix": 24, "gateway": "192.168.50.1"}),
-    )
-    .await
-    .unwrap();
+    s.pool("ionos-v4", json!({"addresses": ["192.168.50.10-192.168.50.20"], "prefix": 24, "gateway": "192.168.50.1"}))
+        .await
+        .unwrap();
     s.pool(
         "ionos-v6",
         json!({"addresses": ["2001:db8:50::100-2001:db8:50::1ff"], "prefix": 64, "gateway": "2001:db8:50::1"}),
@@ -245,9 +186,7 @@ async fn capic_machine_gets_ipv4_and_ipv6_from_two_pools() {
     ];
     // CAPIC creates the primary NIC's claims first, then those of additional networks.
     for (name, pool, _) in &claims {
-        s.claim_with(name, IN_CLUSTER, pool, metadata.clone())
-            .await
-            .unwrap();
+        s.claim_with(name, IN_CLUSTER, pool, metadata.clone()).await.unwrap();
         s.wait_allocated(name, PROMPTLY).await.unwrap();
     }
     for (name, pool, expected) in &claims {
@@ -272,12 +211,8 @@ async fn capic_machine_gets_ipv4_and_ipv6_from_two_pools() {
         })
         .await
         .unwrap();
-        s.remove_finalizer(&CAPI.claim_resource(), name, CAPIC_FINALIZER)
-            .await
-            .unwrap();
-        s.eventually("the claim goes", PROMPTLY, || claim_gone(&s, name))
-            .await
-            .unwrap();
+        s.remove_finalizer(&CAPI.claim_resource(), name, CAPIC_FINALIZER).await.unwrap();
+        s.eventually("the claim goes", PROMPTLY, || claim_gone(&s, name)).await.unwrap();
     }
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
@@ -347,9 +282,7 @@ async fn capmox_pool_created_as_capmox_creates_it_serves_its_claims() {
     for (i, machine) in machines.iter().enumerate() {
         let claim = format!("{machine}-net0-00-inet");
         let metadata = capmox_claim_metadata("mox-wl", machine);
-        s.claim_with(&claim, IN_CLUSTER, pool_name, metadata.clone())
-            .await
-            .unwrap();
+        s.claim_with(&claim, IN_CLUSTER, pool_name, metadata.clone()).await.unwrap();
         let address = served(&s, &claim, pool_name).await;
         let expected = format!("10.50.0.{}", 10 + i);
         assert_eq!(read(&address), (expected.as_str(), 24, Some("10.50.0.1")));
@@ -365,9 +298,7 @@ async fn capmox_pool_created_as_capmox_creates_it_serves_its_claims() {
     }
     assert_eq!(written.spec.address_reuse_grace_period_seconds, Some(60));
     s.eventually("the pool is Ready", PROMPTLY, || async {
-        s.pool_ready(pool_name)
-            .await
-            .is_some_and(|(status, _, _)| status == "True")
+        s.pool_ready(pool_name).await.is_some_and(|(status, _, _)| status == "True")
     })
     .await
     .unwrap();
@@ -378,9 +309,7 @@ async fn capmox_pool_created_as_capmox_creates_it_serves_its_claims() {
     s.delete_claim(&gone).await.unwrap();
     let next = "mox-wl-workers-q4v7m";
     let claim = format!("{next}-net0-00-inet");
-    s.claim_with(&claim, IN_CLUSTER, pool_name, capmox_claim_metadata("mox-wl", next))
-        .await
-        .unwrap();
+    s.claim_with(&claim, IN_CLUSTER, pool_name, capmox_claim_metadata("mox-wl", next)).await.unwrap();
     assert_eq!(served(&s, &claim, pool_name).await.spec.address, "10.50.0.12");
     s.stays("the address is held for the grace period", A_WHILE, || async {
         let address = s.addresses().get_opt(&gone).await.unwrap();
@@ -400,9 +329,7 @@ async fn capmox_claim_address_is_released_once_the_grace_period_has_passed() {
     let _p = s.provider();
     s.cluster("mox-wl", false).await.unwrap();
     // CAPMOX's pool with its 60 s grace period shortened, and a single address.
-    s.create(capmox_pool("mox-wl", &["10.50.0.10"], GRACE as i32))
-        .await
-        .unwrap();
+    s.create(capmox_pool("mox-wl", &["10.50.0.10"], GRACE as i32)).await.unwrap();
     let pool_name = "mox-wl-v4-icip";
     let first = "mox-wl-control-plane-x2b9k-net0-00-inet";
     let second = "mox-wl-control-plane-m5t8w-net0-00-inet";
@@ -425,19 +352,13 @@ async fn capmox_claim_address_is_released_once_the_grace_period_has_passed() {
     })
     .await
     .unwrap();
-    s.eventually("the IPAddress goes after the grace period", PROMPTLY, || {
-        address_gone(&s, first)
-    })
-    .await
-    .unwrap();
+    s.eventually("the IPAddress goes after the grace period", PROMPTLY, || address_gone(&s, first)).await.unwrap();
     let waited = deleted.elapsed();
     assert!(
         waited >= Duration::from_secs(GRACE - 1),
         "released after {waited:?}, before the grace period of {GRACE} s"
     );
-    s.eventually("the claim goes", PROMPTLY, || claim_gone(&s, first))
-        .await
-        .unwrap();
+    s.eventually("the claim goes", PROMPTLY, || claim_gone(&s, first)).await.unwrap();
     assert_eq!(served(&s, second, pool_name).await.spec.address, "10.50.0.10");
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
@@ -452,12 +373,7 @@ async fn capm3_claims_with_controller_owner_without_block_owner_deletion() {
     let s = Scope::new("capm3").await;
     let _p = s.provider();
     s.cluster("m3-wl", false).await.unwrap();
-    s.pool(
-        "provisioning-pool",
-        json!({"addresses": ["172.22.0.100-172.22.0.200"], "prefix": 24}),
-    )
-    .await
-    .unwrap();
+    s.pool("provisioning-pool", json!({"addresses": ["172.22.0.100-172.22.0.200"], "prefix": 24})).await.unwrap();
     s.pool(
         "baremetalv4-pool",
         json!({"addresses": ["192.168.111.100-192.168.111.200"], "prefix": 24, "gateway": "192.168.111.1"}),
@@ -488,9 +404,7 @@ async fn capm3_claims_with_controller_owner_without_block_owner_deletion() {
         (format!("{data}-baremetalv4-pool"), "baremetalv4-pool", ("192.168.111.100", 24, Some("192.168.111.1"))),
     ];
     for (name, pool, _) in &claims {
-        s.claim_with(name, IN_CLUSTER, pool, metadata.clone())
-            .await
-            .unwrap();
+        s.claim_with(name, IN_CLUSTER, pool, metadata.clone()).await.unwrap();
     }
     for (name, pool, expected) in &claims {
         let address = served(&s, name, pool).await;
@@ -504,9 +418,7 @@ async fn capm3_claims_with_controller_owner_without_block_owner_deletion() {
     // CAPM3 releases: drops its finalizer, deletes the claim. The addresses are free again and
     // the next Metal3Data gets them.
     for (name, _, _) in &claims {
-        s.remove_finalizer(&CAPI.claim_resource(), name, CAPM3_FINALIZER)
-            .await
-            .unwrap();
+        s.remove_finalizer(&CAPI.claim_resource(), name, CAPM3_FINALIZER).await.unwrap();
         s.delete_claim(name).await.unwrap();
     }
     for (name, _, _) in &claims {
@@ -520,9 +432,7 @@ async fn capm3_claims_with_controller_owner_without_block_owner_deletion() {
     let metadata = data_metadata(next, "c0ffee00-1234-4abc-9def-000000000001");
     for (_, pool, (expected, _, _)) in &claims {
         let name = format!("{next}-{pool}");
-        s.claim_with(&name, IN_CLUSTER, pool, metadata.clone())
-            .await
-            .unwrap();
+        s.claim_with(&name, IN_CLUSTER, pool, metadata.clone()).await.unwrap();
         assert_eq!(served(&s, &name, pool).await.spec.address, *expected);
     }
     invariants::check(&s.client, &[&s.ns]).await.unwrap();

@@ -22,7 +22,11 @@ async fn ready_claims(s: &Scope) -> usize {
     let claims = s.claims().list(&ListParams::default()).await.unwrap().items;
     claims
         .iter()
-        .filter(|c| c.status.as_ref().is_some_and(|st| st.conditions.iter().any(|k| k["type"] == "Ready" && k["status"] == "True")))
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .is_some_and(|st| st.conditions.iter().any(|k| k["type"] == "Ready" && k["status"] == "True"))
+        })
         .count()
 }
 
@@ -50,7 +54,9 @@ async fn sigkill_in_the_middle_of_500_claims_loses_nothing_and_duplicates_nothin
     tokio::time::sleep(Duration::from_millis(700)).await;
     second.kill();
     let _third = s.provider();
-    s.eventually("all 500 claims are Ready", Duration::from_secs(180), || async { ready_claims(&s).await == 500 }).await.unwrap();
+    s.eventually("all 500 claims are Ready", Duration::from_secs(180), || async { ready_claims(&s).await == 500 })
+        .await
+        .unwrap();
     let addresses = s.address_map().await.unwrap();
     assert_eq!(addresses.len(), 500, "exactly one address per claim");
     invariants::check(&s.client, &[&s.ns]).await.unwrap();

@@ -58,9 +58,7 @@ pub fn desired(
         &claim.name_any(),
         address_resource,
         AddressSpec {
-            claim_ref: LocalReference {
-                name: claim.name_any(),
-            },
+            claim_ref: LocalReference { name: claim.name_any() },
             pool_ref: PoolReference {
                 api_group: Some(IPAM_GROUP.to_owned()),
                 kind: pool.key.kind.as_str().to_owned(),
@@ -85,11 +83,7 @@ pub fn desired(
 /// Whether an existing `IPAddress` of the claim's name records an address of the claim's pool.
 pub fn belongs_to(address: &IPAddress, claim: &IPAddressClaim, pool: &PoolKey) -> bool {
     address.spec.claim_ref.name == claim.name_any()
-        && PoolKey::from_reference(
-            &address.namespace().unwrap_or_default(),
-            &address.spec.pool_ref,
-        )
-        .as_ref()
+        && PoolKey::from_reference(&address.namespace().unwrap_or_default(), &address.spec.pool_ref).as_ref()
             == Some(pool)
 }
 
@@ -156,14 +150,8 @@ mod tests {
     fn address_is_named_after_the_claim_and_owned_by_claim_and_pool() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let a = desired(
-            &c,
-            &v.claim_resource(),
-            &v.address_resource(),
-            &pool(),
-            "10.0.0.7".parse().unwrap(),
-            Some("wl"),
-        );
+        let a =
+            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), Some("wl"));
         assert_eq!(a.name_any(), "vm-0");
         assert_eq!(a.namespace().as_deref(), Some("ns"));
         assert_eq!(a.spec.address, "10.0.0.7");
@@ -171,26 +159,15 @@ mod tests {
         assert_eq!(a.spec.gateway.as_deref(), Some("10.0.0.1"));
         assert_eq!(a.spec.pool_ref.api_group.as_deref(), Some(IPAM_GROUP));
         assert_eq!(a.finalizers(), [PROTECT_ADDRESS_FINALIZER]);
-        assert_eq!(
-            a.labels().get(CLUSTER_NAME_LABEL).map(String::as_str),
-            Some("wl")
-        );
+        assert_eq!(a.labels().get(CLUSTER_NAME_LABEL).map(String::as_str), Some("wl"));
         let owners = a.owner_references();
         assert_eq!(owners.len(), 2);
         assert_eq!(
-            (
-                owners[0].kind.as_str(),
-                owners[0].controller,
-                owners[0].block_owner_deletion
-            ),
+            (owners[0].kind.as_str(), owners[0].controller, owners[0].block_owner_deletion),
             ("IPAddressClaim", Some(true), Some(true))
         );
         assert_eq!(
-            (
-                owners[1].kind.as_str(),
-                owners[1].controller,
-                owners[1].block_owner_deletion
-            ),
+            (owners[1].kind.as_str(), owners[1].controller, owners[1].block_owner_deletion),
             ("InClusterIPPool", Some(false), Some(true))
         );
     }
@@ -199,28 +176,13 @@ mod tests {
     fn adopting_a_bare_address_adds_owners_finalizer_and_label() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let mut bare = desired(
-            &c,
-            &v.claim_resource(),
-            &v.address_resource(),
-            &pool(),
-            "10.0.0.7".parse().unwrap(),
-            None,
-        );
+        let mut bare =
+            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), None);
         bare.metadata.owner_references = None;
         bare.metadata.finalizers = None;
-        let patch = adoption_patch(&bare, &c, &v.claim_resource(), &pool(), Some("wl"))
-            .expect("something to adopt");
-        assert_eq!(
-            patch["metadata"]["ownerReferences"]
-                .as_array()
-                .map(Vec::len),
-            Some(2)
-        );
-        assert_eq!(
-            patch["metadata"]["finalizers"],
-            json!([PROTECT_ADDRESS_FINALIZER])
-        );
+        let patch = adoption_patch(&bare, &c, &v.claim_resource(), &pool(), Some("wl")).expect("something to adopt");
+        assert_eq!(patch["metadata"]["ownerReferences"].as_array().map(Vec::len), Some(2));
+        assert_eq!(patch["metadata"]["finalizers"], json!([PROTECT_ADDRESS_FINALIZER]));
         assert_eq!(patch["metadata"]["labels"][CLUSTER_NAME_LABEL], "wl");
     }
 
@@ -228,14 +190,8 @@ mod tests {
     fn adopting_keeps_a_foreign_controller_and_adds_the_claim_as_plain_owner() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let mut foreign = desired(
-            &c,
-            &v.claim_resource(),
-            &v.address_resource(),
-            &pool(),
-            "10.0.0.7".parse().unwrap(),
-            None,
-        );
+        let mut foreign =
+            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), None);
         foreign.metadata.owner_references = Some(vec![OwnerReference {
             api_version: "example.com/v1".into(),
             kind: "Other".into(),
@@ -244,12 +200,8 @@ mod tests {
             controller: Some(true),
             block_owner_deletion: None,
         }]);
-        let patch = adoption_patch(&foreign, &c, &v.claim_resource(), &pool(), None)
-            .expect("something to adopt");
-        let owners = patch["metadata"]["ownerReferences"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let patch = adoption_patch(&foreign, &c, &v.claim_resource(), &pool(), None).expect("something to adopt");
+        let owners = patch["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
         assert_eq!(owners.len(), 3);
         assert_eq!(owners[0]["uid"], "other-uid");
         assert_eq!(owners[1]["controller"], false);
@@ -259,17 +211,8 @@ mod tests {
     fn an_address_that_is_already_ours_needs_no_patch() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let a = desired(
-            &c,
-            &v.claim_resource(),
-            &v.address_resource(),
-            &pool(),
-            "10.0.0.7".parse().unwrap(),
-            Some("wl"),
-        );
-        assert_eq!(
-            adoption_patch(&a, &c, &v.claim_resource(), &pool(), Some("wl")),
-            None
-        );
+        let a =
+            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), Some("wl"));
+        assert_eq!(adoption_patch(&a, &c, &v.claim_resource(), &pool(), Some("wl")), None);
     }
 }

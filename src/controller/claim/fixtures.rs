@@ -33,11 +33,7 @@ pub fn claim(name: &str, pool: &str) -> IPAddressClaim {
 
 /// A running Cluster in namespace `ns`.
 pub fn cluster(name: &str) -> Cluster {
-    let mut cluster = Cluster::new(
-        name,
-        &CapiVersion::V1Beta2.cluster_resource(),
-        ClusterSpec::default(),
-    );
+    let mut cluster = Cluster::new(name, &CapiVersion::V1Beta2.cluster_resource(), ClusterSpec::default());
     cluster.metadata.namespace = Some("ns".into());
     cluster
 }

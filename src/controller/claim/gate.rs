@@ -22,10 +22,7 @@ impl ClusterState {
         match (name, cluster) {
             (None, _) => ClusterState::Unnamed,
             (Some(name), None) => ClusterState::Missing(name),
-            (Some(name), Some(cluster)) => ClusterState::Found {
-                name,
-                paused: cluster_is_paused(cluster),
-            },
+            (Some(name), Some(cluster)) => ClusterState::Found { name, paused: cluster_is_paused(cluster) },
         }
     }
 }
@@ -42,13 +39,7 @@ pub fn cluster_name(claim: &IPAddressClaim) -> Option<String> {
         .cluster_name
         .clone()
         .filter(|n| !n.is_empty())
-        .or_else(|| {
-            claim
-                .labels()
-                .get(CLUSTER_NAME_LABEL)
-                .cloned()
-                .filter(|n| !n.is_empty())
-        })
+        .or_else(|| claim.labels().get(CLUSTER_NAME_LABEL).cloned().filter(|n| !n.is_empty()))
 }
 
 /// The verdict of the gate.
@@ -72,12 +63,8 @@ pub fn gate(claim: &IPAddressClaim, cluster: &ClusterState, pool: Option<&PoolFa
         return Gate::Hold("its pool is paused".into());
     }
     match cluster {
-        ClusterState::Found { name, paused: true } => {
-            Gate::Hold(format!("Cluster {name} is paused"))
-        }
-        ClusterState::Missing(name) if !deleting => {
-            Gate::Hold(format!("Cluster {name} does not exist"))
-        }
+        ClusterState::Found { name, paused: true } => Gate::Hold(format!("Cluster {name} is paused")),
+        ClusterState::Missing(name) if !deleting => Gate::Hold(format!("Cluster {name} does not exist")),
         _ => Gate::Proceed,
     }
 }
@@ -91,8 +78,7 @@ mod tests {
     fn claim_names_its_cluster_by_spec_then_label() {
         let mut c = claim("c", "pool");
         assert_eq!(cluster_name(&c), None);
-        c.labels_mut()
-            .insert(CLUSTER_NAME_LABEL.into(), "from-label".into());
+        c.labels_mut().insert(CLUSTER_NAME_LABEL.into(), "from-label".into());
         assert_eq!(cluster_name(&c).as_deref(), Some("from-label"));
         c.spec.cluster_name = Some("from-spec".into());
         assert_eq!(cluster_name(&c).as_deref(), Some("from-spec"));
@@ -103,20 +89,12 @@ mod tests {
         let mut paused = cluster("wl");
         paused.spec.paused = Some(true);
         let state = ClusterState::of(Some("wl".into()), Some(&paused));
-        assert!(matches!(
-            gate(&claim("c", "p"), &state, None),
-            Gate::Hold(_)
-        ));
+        assert!(matches!(gate(&claim("c", "p"), &state, None), Gate::Hold(_)));
 
         let mut annotated = cluster("wl");
-        annotated
-            .annotations_mut()
-            .insert(PAUSED_ANNOTATION.into(), String::new());
+        annotated.annotations_mut().insert(PAUSED_ANNOTATION.into(), String::new());
         let state = ClusterState::of(Some("wl".into()), Some(&annotated));
-        assert!(matches!(
-            gate(&claim("c", "p"), &state, None),
-            Gate::Hold(_)
-        ));
+        assert!(matches!(gate(&claim("c", "p"), &state, None), Gate::Hold(_)));
 
         let running = ClusterState::of(Some("wl".into()), Some(&cluster("wl")));
         assert_eq!(gate(&claim("c", "p"), &running, None), Gate::Proceed);
@@ -127,28 +105,17 @@ mod tests {
         let state = ClusterState::Missing("gone".into());
         let mut c = claim("c", "p");
         assert!(matches!(gate(&c, &state, None), Gate::Hold(_)));
-        c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        ));
+        c.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         assert_eq!(gate(&c, &state, None), Gate::Proceed);
     }
 
     #[test]
     fn paused_claim_or_pool_holds_the_claim() {
         let mut c = claim("c", "p");
-        c.annotations_mut()
-            .insert(PAUSED_ANNOTATION.into(), String::new());
-        assert!(matches!(
-            gate(&c, &ClusterState::Unnamed, None),
-            Gate::Hold(_)
-        ));
-        let pool = PoolFacts {
-            paused: true,
-            ..PoolFacts::default()
-        };
-        assert!(matches!(
-            gate(&claim("c", "p"), &ClusterState::Unnamed, Some(&pool)),
-            Gate::Hold(_)
-        ));
+        c.annotations_mut().insert(PAUSED_ANNOTATION.into(), String::new());
+        assert!(matches!(gate(&c, &ClusterState::Unnamed, None), Gate::Hold(_)));
+        let pool = PoolFacts { paused: true, ..PoolFacts::default() };
+        assert!(matches!(gate(&claim("c", "p"), &ClusterState::Unnamed, Some(&pool)), Gate::Hold(_)));
     }
 }

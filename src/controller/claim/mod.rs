@@ -27,6 +27,7 @@ use crate::api::capi::{IPAddress, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, Request};
+use crate::metrics::PoolLabels;
 
 use super::context::Context;
 use super::error::{Error, Result, status_code};
@@ -51,8 +52,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
     let cluster = match &ctx.clusters {
         Some(_) => ClusterState::of(
             cluster_name.clone(),
-            ctx.cached_cluster(&namespace, cluster_name.as_deref().unwrap_or_default())
-                .as_deref(),
+            ctx.cached_cluster(&namespace, cluster_name.as_deref().unwrap_or_default()).as_deref(),
         ),
         None => ClusterState::Unnamed,
     };
@@ -63,44 +63,22 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
         return Ok(Action::await_change());
     }
     if let Some(deleted_at) = &claim.metadata.deletion_timestamp {
-        return release(
-            &claim,
-            &pool_key,
-            &holder,
-            pool.as_ref(),
-            deleted_at.0,
-            &ctx,
-        )
-        .await;
+        return release(&claim, &pool_key, &holder, pool.as_ref(), deleted_at.0, &ctx).await;
     }
     if let Some(patch) = finalizers::with_finalizer(claim.as_ref(), RELEASE_ADDRESS_FINALIZER) {
         patch_claim(&ctx, &claim, &patch).await?;
         // The patch brings the claim back through the watch with the finalizer in place.
         return Ok(Action::await_change());
     }
-    let outcome = fulfil(
-        &claim,
-        &pool_key,
-        &holder,
-        pool.as_ref(),
-        cluster_name.as_deref(),
-        &ctx,
-    )
-    .await;
+    let outcome = fulfil(&claim, &pool_key, &holder, pool.as_ref(), cluster_name.as_deref(), &ctx).await;
     let (readiness, address_name, action) = match outcome {
-        Ok(Fulfilled::Written(ip)) => (
-            Readiness::allocated(&ip.to_string()),
-            Some(claim.name_any()),
-            Action::await_change(),
-        ),
+        Ok(Fulfilled::Written(ip)) => {
+            (Readiness::allocated(&ip.to_string()), Some(claim.name_any()), Action::await_change())
+        }
         Ok(Fulfilled::Pending) => return Ok(Action::requeue(Duration::from_secs(2))),
         Err(Failure::NotReady(reason, message)) => {
             ctx.index.wait_for_pool(&pool_key, &holder);
-            (
-                Readiness::failed(reason, message),
-                None,
-                Action::requeue(RECHECK),
-            )
+            (Readiness::failed(reason, message), None, Action::requeue(RECHECK))
         }
         Err(Failure::Api(error)) => {
             let readiness = Readiness::failed(ClaimReason::AllocationFailed, error.to_string());
@@ -138,14 +116,11 @@ fn not_ready(error: AllocError, pool: &PoolKey) -> Failure {
     let reason = match &error {
         AllocError::Exhausted(_) => ClaimReason::PoolExhausted,
         AllocError::PoolMissing | AllocError::PoolInvalid(_) => ClaimReason::PoolNotReady,
-        AllocError::FamilyNotInPool(_) | AllocError::Requested { .. } => {
-            ClaimReason::AllocationFailed
-        }
+        AllocError::FamilyNotInPool(_) | AllocError::Requested { .. } => ClaimReason::AllocationFailed,
     };
     let mut message = format!("{pool}: {error}");
     if reason == ClaimReason::PoolExhausted {
-        message
-            .push_str("; the claim is served as soon as an address is released or the pool grows");
+        message.push_str("; the claim is served as soon as an address is released or the pool grows");
     }
     Failure::NotReady(reason, message)
 }
@@ -161,16 +136,10 @@ async fn fulfil(
 ) -> Result<Fulfilled, Failure> {
     let pool = match pool {
         None => {
-            return Err(Failure::NotReady(
-                ClaimReason::PoolNotReady,
-                format!("{pool_key} not found"),
-            ));
+            return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} not found")));
         }
         Some(p) if p.deleting => {
-            return Err(Failure::NotReady(
-                ClaimReason::PoolNotReady,
-                format!("{pool_key} is being deleted"),
-            ));
+            return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} is being deleted")));
         }
         // An address is only ever written into a pool that deletion protection already holds.
         Some(p) if !p.protected => {
@@ -189,24 +158,20 @@ async fn fulfil(
     if let Some(existing) = ctx.cached_address(&holder.namespace, &holder.name) {
         return keep(claim, &existing, &side, holder, cluster, ctx).await;
     }
-    let ip = ctx
-        .index
-        .allocate(pool_key, holder, Request::default())
-        .map_err(|e| not_ready(e, pool_key))?;
-    let desired = address::desired(
-        claim,
-        &ctx.claim_resource,
-        &ctx.address_resource,
-        &side,
-        ip,
-        cluster,
-    );
-    match ctx
-        .address_api(&holder.namespace)
-        .create(&PostParams::default(), &desired)
-        .await
-    {
+    ctx.seen(holder);
+    let ip = ctx.index.allocate(pool_key, holder, Request::default()).map_err(|e| {
+        if matches!(e, AllocError::Exhausted(_)) {
+            ctx.metrics.exhaustions.get_or_create(&PoolLabels::of(pool_key)).inc();
+        }
+        not_ready(e, pool_key)
+    })?;
+    let desired = address::desired(claim, &ctx.claim_resource, &ctx.address_resource, &side, ip, cluster);
+    match ctx.address_api(&holder.namespace).create(&PostParams::default(), &desired).await {
         Ok(_) => {
+            ctx.metrics.allocations.get_or_create(&PoolLabels::of(pool_key)).inc();
+            if let Some(latency) = ctx.served(holder) {
+                ctx.metrics.allocation_latency.observe(latency.as_secs_f64());
+            }
             info!(claim = %holder, %ip, pool = %pool_key, "allocated");
             Ok(Fulfilled::Written(ip))
         }
@@ -239,32 +204,20 @@ async fn keep(
             ClaimReason::AllocationFailed,
             format!(
                 "IPAddress {holder} already exists for claim {:?} of {} {:?}; delete it or give the claim another name",
-                existing.spec.claim_ref.name,
-                existing.spec.pool_ref.kind,
-                existing.spec.pool_ref.name
+                existing.spec.claim_ref.name, existing.spec.pool_ref.kind, existing.spec.pool_ref.name
             ),
         ));
     }
     let ip: IpAddr = existing.spec.address.parse().map_err(|_| {
         Failure::NotReady(
             ClaimReason::AllocationFailed,
-            format!(
-                "IPAddress {holder} records {:?}, which is not an IP address",
-                existing.spec.address
-            ),
+            format!("IPAddress {holder} records {:?}, which is not an IP address", existing.spec.address),
         )
     })?;
     // The claim takes over the object's hold, so the address stays reserved whatever happens
     // to the object.
     ctx.index
-        .allocate(
-            &pool.key,
-            holder,
-            Request {
-                address: Some(ip),
-                ..Request::default()
-            },
-        )
+        .allocate(&pool.key, holder, Request { address: Some(ip), ..Request::default() })
         .map_err(|e| not_ready(e, &pool.key))?;
     if existing.metadata.deletion_timestamp.is_some() {
         // Deleted by hand while the claim lives: let it go, then recreate it with the same address.
@@ -274,9 +227,7 @@ async fn keep(
         info!(claim = %holder, %ip, "IPAddress deleted while its claim lives; recreating it with the same address");
         return Ok(Fulfilled::Pending);
     }
-    if let Some(patch) =
-        address::adoption_patch(existing, claim, &ctx.claim_resource, pool, cluster)
-    {
+    if let Some(patch) = address::adoption_patch(existing, claim, &ctx.claim_resource, pool, cluster) {
         patch_address(ctx, holder, &patch).await?;
         info!(claim = %holder, %ip, "adopted an existing IPAddress");
     }
@@ -292,26 +243,17 @@ async fn release(
     deleted_at: Timestamp,
     ctx: &Context,
 ) -> Result<Action> {
-    if !claim
-        .finalizers()
-        .iter()
-        .any(|f| f == RELEASE_ADDRESS_FINALIZER)
-    {
+    if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if let release::Release::WaitGracePeriod(left) =
-        release::plan(deleted_at, pool, Timestamp::now())
-    {
+    if let release::Release::WaitGracePeriod(left) = release::plan(deleted_at, pool, Timestamp::now()) {
         debug!(claim = %holder, ?left, "holding the address for the pool's reuse grace period");
         return Ok(Action::requeue(left));
     }
     let api = ctx.address_api(&holder.namespace);
     let existing = match ctx.cached_address(&holder.namespace, &holder.name) {
         Some(cached) => Some((*cached).clone()),
-        None => api
-            .get_opt(&holder.name)
-            .await
-            .map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?,
+        None => api.get_opt(&holder.name).await.map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?,
     };
     if let Some(existing) = existing.filter(|a| address::belongs_to(a, claim, pool_key)) {
         if let Some(patch) = finalizers::without_finalizer(&existing, PROTECT_ADDRESS_FINALIZER) {
@@ -322,8 +264,10 @@ async fn release(
             Err(e) if status_code(&e) == Some(404) => {}
             Err(e) => return Err(Error::kube(format!("deleting IPAddress {holder}"), e)),
         }
+        ctx.metrics.releases.get_or_create(&PoolLabels::of(pool_key)).inc();
         info!(claim = %holder, address = %existing.spec.address, "released");
     }
+    ctx.served(holder);
     ctx.index.release_claim(pool_key, holder);
     if let Some(patch) = finalizers::without_finalizer(claim, RELEASE_ADDRESS_FINALIZER) {
         match patch_claim(ctx, claim, &patch).await {
@@ -358,8 +302,7 @@ async fn write_status(
     address_name: Option<&str>,
     readiness: &Readiness,
 ) -> Result<()> {
-    let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, Timestamp::now())
-    else {
+    let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, Timestamp::now()) else {
         return Ok(());
     };
     let name = claim.name_any();
@@ -368,14 +311,7 @@ async fn write_status(
         .await
         .map_err(|e| Error::kube(format!("writing the status of IPAddressClaim {name}"), e))?;
     if !readiness.ready {
-        ctx.publish(
-            claim,
-            &ctx.claim_resource,
-            true,
-            readiness.reason.as_str(),
-            readiness.message.clone(),
-        )
-        .await;
+        ctx.publish(claim, &ctx.claim_resource, true, readiness.reason.as_str(), readiness.message.clone()).await;
     }
     Ok(())
 }

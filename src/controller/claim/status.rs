@@ -18,19 +18,11 @@ pub struct Readiness {
 
 impl Readiness {
     pub fn allocated(address: &str) -> Self {
-        Readiness {
-            ready: true,
-            reason: ClaimReason::Allocated,
-            message: format!("allocated {address}"),
-        }
+        Readiness { ready: true, reason: ClaimReason::Allocated, message: format!("allocated {address}") }
     }
 
     pub fn failed(reason: ClaimReason, message: impl Into<String>) -> Self {
-        Readiness {
-            ready: false,
-            reason,
-            message: message.into(),
-        }
+        Readiness { ready: false, reason, message: message.into() }
     }
 
     fn status(&self) -> &'static str {
@@ -76,11 +68,7 @@ pub fn patch(
     now: Timestamp,
 ) -> Option<Value> {
     let raw = serde_json::to_value(&claim.status).unwrap_or(Value::Null);
-    let current_ref = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.address_ref.as_ref())
-        .map(|r| r.name.as_str());
+    let current_ref = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).map(|r| r.name.as_str());
     let metav1 = json!({
         "type": "Ready",
         "status": readiness.status(),
@@ -105,9 +93,7 @@ pub fn patch(
             if current_ref == address_name && says(conditions, readiness) {
                 return None;
             }
-            let old = raw
-                .pointer("/deprecated/v1beta1/conditions")
-                .and_then(Value::as_array);
+            let old = raw.pointer("/deprecated/v1beta1/conditions").and_then(Value::as_array);
             json!({
                 "conditions": upsert(conditions, metav1),
                 "deprecated": { "v1beta1": { "conditions": upsert(old, legacy) } },
@@ -143,20 +129,11 @@ mod tests {
     #[test]
     fn v1beta2_status_carries_address_ref_and_metav1_ready() {
         let c = claim("vm-0", "pool");
-        let p = patch(
-            CapiVersion::V1Beta2,
-            &c,
-            Some("vm-0"),
-            &Readiness::allocated("10.0.0.2"),
-            now(),
-        )
-        .expect("a patch");
+        let p =
+            patch(CapiVersion::V1Beta2, &c, Some("vm-0"), &Readiness::allocated("10.0.0.2"), now()).expect("a patch");
         assert_eq!(p["status"]["addressRef"]["name"], "vm-0");
         let ready = &p["status"]["conditions"][0];
-        assert_eq!(
-            (ready["type"].as_str(), ready["status"].as_str()),
-            (Some("Ready"), Some("True"))
-        );
+        assert_eq!((ready["type"].as_str(), ready["status"].as_str()), (Some("Ready"), Some("True")));
         assert!(ready.get("severity").is_none());
     }
 
@@ -177,10 +154,7 @@ mod tests {
         let readiness = Readiness::allocated("10.0.0.2");
         let p = patch(CapiVersion::V1Beta2, &c, Some("vm-0"), &readiness, now()).expect("a patch");
         c.status = serde_json::from_value(p["status"].clone()).expect("status parses");
-        assert_eq!(
-            patch(CapiVersion::V1Beta2, &c, Some("vm-0"), &readiness, now()),
-            None
-        );
+        assert_eq!(patch(CapiVersion::V1Beta2, &c, Some("vm-0"), &readiness, now()), None);
         let other = Readiness::failed(ClaimReason::PoolNotReady, "gone");
         assert!(patch(CapiVersion::V1Beta2, &c, Some("vm-0"), &other, now()).is_some());
     }
@@ -195,18 +169,10 @@ mod tests {
             ]
         }))
         .expect("status parses");
-        let p = patch(
-            CapiVersion::V1Beta2,
-            &c,
-            None,
-            &Readiness::failed(ClaimReason::PoolExhausted, "still full"),
-            now(),
-        )
-        .expect("a patch");
-        let conditions = p["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let p =
+            patch(CapiVersion::V1Beta2, &c, None, &Readiness::failed(ClaimReason::PoolExhausted, "still full"), now())
+                .expect("a patch");
+        let conditions = p["status"]["conditions"].as_array().cloned().unwrap_or_default();
         assert_eq!(conditions.len(), 2);
         assert_eq!(conditions[0]["type"], "Other");
         assert_eq!(conditions[1]["lastTransitionTime"], "2020-01-01T00:00:00Z");

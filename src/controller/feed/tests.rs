@@ -68,9 +68,7 @@ fn listed_addresses_are_never_allocated_again() {
         addresses.apply(&event);
     }
     let key = PoolKey::in_cluster("ns", "p");
-    let ip = index
-        .allocate(&key, &HolderKey::new("ns", "new"), Request::default())
-        .expect("one address is left");
+    let ip = index.allocate(&key, &HolderKey::new("ns", "new"), Request::default()).expect("one address is left");
     assert_eq!(ip.to_string(), "10.0.0.3");
 }
 
@@ -97,18 +95,12 @@ fn relisting_forgets_addresses_deleted_while_the_watch_was_down() {
     let mut addresses = AddressFeed::new(index.clone(), listed);
     addresses.apply(&Event::Apply(address("a", "p", "10.0.0.1")));
     let key = PoolKey::in_cluster("ns", "p");
-    assert!(
-        index
-            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
-            .is_err()
-    );
+    assert!(index.allocate(&key, &HolderKey::new("ns", "x"), Request::default()).is_err());
     // A re-list that no longer contains "a".
     addresses.apply(&Event::Init);
     addresses.apply(&Event::InitDone);
     assert_eq!(
-        index
-            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
-            .map(|ip| ip.to_string()),
+        index.allocate(&key, &HolderKey::new("ns", "x"), Request::default()).map(|ip| ip.to_string()),
         Ok("10.0.0.1".to_owned())
     );
 }
@@ -125,16 +117,10 @@ fn a_deleted_pool_allocates_nothing_but_keeps_its_holders() {
     addresses.apply(&Event::Apply(address("a", "p", "10.0.0.1")));
     pools.apply(&Event::Delete(p.clone()));
     let key = PoolKey::in_cluster("ns", "p");
-    assert!(
-        index
-            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
-            .is_err()
-    );
+    assert!(index.allocate(&key, &HolderKey::new("ns", "x"), Request::default()).is_err());
     pools.apply(&Event::Apply(p));
     assert_eq!(
-        index
-            .allocate(&key, &HolderKey::new("ns", "x"), Request::default())
-            .map(|ip| ip.to_string()),
+        index.allocate(&key, &HolderKey::new("ns", "x"), Request::default()).map(|ip| ip.to_string()),
         Ok("10.0.0.2".to_owned())
     );
 }
@@ -147,10 +133,5 @@ fn addresses_of_other_providers_pools_are_ignored() {
     let mut foreign = address("a", "p", "10.0.0.1");
     foreign.spec.pool_ref.api_group = Some("ipam.metal3.io".into());
     addresses.apply(&Event::Apply(foreign));
-    assert_eq!(
-        index
-            .report(&PoolKey::in_cluster("ns", "p"))
-            .address_objects,
-        0
-    );
+    assert_eq!(index.report(&PoolKey::in_cluster("ns", "p")).address_objects, 0);
 }

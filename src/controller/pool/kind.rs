@@ -9,13 +9,7 @@ use crate::api::keys::{PAUSED_ANNOTATION, PROTECT_POOL_FINALIZER};
 
 /// A pool object of either kind.
 pub trait PoolObject:
-    Resource<DynamicType = ()>
-    + Clone
-    + std::fmt::Debug
-    + serde::de::DeserializeOwned
-    + Send
-    + Sync
-    + 'static
+    Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static
 {
     fn spec(&self) -> &IPPoolSpec;
     fn status(&self) -> Option<&IPPoolStatus>;
@@ -28,18 +22,10 @@ pub trait PoolObject:
     fn facts(&self) -> PoolFacts {
         PoolFacts {
             uid: self.uid().unwrap_or_default(),
-            protected: self
-                .finalizers()
-                .iter()
-                .any(|f| f == PROTECT_POOL_FINALIZER),
+            protected: self.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER),
             paused: self.annotations().contains_key(PAUSED_ANNOTATION),
             deleting: self.meta().deletion_timestamp.is_some(),
-            grace_period_seconds: i64::from(
-                self.spec()
-                    .address_reuse_grace_period_seconds
-                    .unwrap_or(0)
-                    .max(0),
-            ),
+            grace_period_seconds: i64::from(self.spec().address_reuse_grace_period_seconds.unwrap_or(0).max(0)),
             labels: self.labels().clone(),
         }
     }

@@ -33,9 +33,7 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
     let report = ctx.index.report(&key);
     let name = pool.name_any();
     let deleting = pool.meta().deletion_timestamp.is_some();
-    let skip_protection = pool
-        .annotations()
-        .contains_key(SKIP_DELETE_PROTECTION_ANNOTATION);
+    let skip_protection = pool.annotations().contains_key(SKIP_DELETE_PROTECTION_ANNOTATION);
     let referenced = report.address_objects;
 
     let deleting_with = if deleting {
@@ -44,6 +42,7 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
                 patch_pool(&ctx, pool.as_ref(), &patch).await?;
                 info!(pool = %key, "deletion protection lifted");
             }
+            ctx.metrics.forget_pool(&key);
             return Ok(Action::await_change());
         }
         Some(referenced)
@@ -55,54 +54,27 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
         None
     };
 
-    let desired = status::desired(
-        &report,
-        pool.status(),
-        pool.meta().generation,
-        deleting_with,
-        Timestamp::now(),
-    );
+    ctx.metrics.set_pool(&key, &report);
+    let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, Timestamp::now());
     if pool.status() != Some(&desired) {
         api(&ctx, pool.as_ref())
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": desired })),
-            )
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": desired })))
             .await
             .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
-        let old_reason = pool
-            .status()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-            .map(|c| c.reason.clone());
+        let old_reason =
+            pool.status().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());
         let ready = &desired.conditions[0];
-        let warn = ready.reason != PoolReason::Valid.as_str()
-            && ready.reason != PoolReason::Exhausted.as_str();
+        let warn = ready.reason != PoolReason::Valid.as_str() && ready.reason != PoolReason::Exhausted.as_str();
         if warn && old_reason.as_deref() != Some(ready.reason.as_str()) {
-            ctx.publish(
-                pool.as_ref(),
-                &(),
-                true,
-                &ready.reason,
-                ready.message.clone(),
-            )
-            .await;
+            ctx.publish(pool.as_ref(), &(), true, &ready.reason, ready.message.clone()).await;
         }
     }
     Ok(Action::await_change())
 }
 
-async fn patch_pool<K: PoolObject>(
-    ctx: &Context,
-    pool: &K,
-    patch: &serde_json::Value,
-) -> Result<()> {
+async fn patch_pool<K: PoolObject>(ctx: &Context, pool: &K, patch: &serde_json::Value) -> Result<()> {
     api(ctx, pool)
-        .patch(
-            &pool.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
+        .patch(&pool.name_any(), &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(|e| Error::kube(format!("updating finalizers of {}", pool.key()), e))?;
     Ok(())

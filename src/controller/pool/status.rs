@@ -26,11 +26,7 @@ fn listing<T: ToString>(items: &[T]) -> String {
 /// The `Ready` condition's status, reason and message for a report.
 pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, PoolReason, String) {
     if let Some(invalid) = &report.invalid {
-        return (
-            false,
-            PoolReason::InvalidSpec,
-            format!("the pool cannot hand out addresses: {invalid}"),
-        );
+        return (false, PoolReason::InvalidSpec, format!("the pool cannot hand out addresses: {invalid}"));
     }
     if let Some(count) = deleting_with {
         return (
@@ -46,23 +42,13 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
             .conflicts
             .iter()
             .map(|(ip, holders)| {
-                format!(
-                    "{ip} ({})",
-                    holders
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                format!("{ip} ({})", holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
             })
             .collect();
         return (
             true,
             PoolReason::AddressConflict,
-            format!(
-                "addresses held by more than one IPAddress: {}",
-                listing(&listed)
-            ),
+            format!("addresses held by more than one IPAddress: {}", listing(&listed)),
         );
     }
     if !report.out_of_range.is_empty() {
@@ -87,17 +73,9 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
         );
     }
     if totals.free == 0 {
-        return (
-            true,
-            PoolReason::Exhausted,
-            format!("all {} addresses are allocated", totals.total),
-        );
+        return (true, PoolReason::Exhausted, format!("all {} addresses are allocated", totals.total));
     }
-    (
-        true,
-        PoolReason::Valid,
-        format!("{} of {} addresses free", totals.free, totals.total),
-    )
+    (true, PoolReason::Valid, format!("{} of {} addresses free", totals.free, totals.total))
 }
 
 /// The status a pool should have, keeping the transition time of an unchanged `Ready` status.
@@ -155,13 +133,7 @@ mod tests {
 
     fn report(total: u128, free: u128, objects: usize) -> PoolReport {
         PoolReport {
-            families: vec![FamilyReport {
-                family: Some(Family::V4),
-                total,
-                used: total - free,
-                free,
-                out_of_range: 0,
-            }],
+            families: vec![FamilyReport { family: Some(Family::V4), total, used: total - free, free, out_of_range: 0 }],
             address_objects: objects,
             held: objects,
             ..PoolReport::default()
@@ -175,15 +147,7 @@ mod tests {
     #[test]
     fn counts_follow_the_report_and_used_counts_address_objects() {
         let s = desired(&report(10, 7, 3), None, Some(1), None, now());
-        assert_eq!(
-            s.ip_addresses,
-            Some(IPAddressCounts {
-                total: 10,
-                used: 3,
-                free: 7,
-                out_of_range: 0
-            })
-        );
+        assert_eq!(s.ip_addresses, Some(IPAddressCounts { total: 10, used: 3, free: 7, out_of_range: 0 }));
         assert_eq!(s.families[0].family, "IPv4");
         assert_eq!(s.conditions[0].reason, "Valid");
     }
@@ -198,10 +162,7 @@ mod tests {
 
     #[test]
     fn invalid_pool_is_not_ready_and_reports_no_counts() {
-        let invalid = PoolReport {
-            invalid: Some("spec.addresses[0]: bad".into()),
-            ..PoolReport::default()
-        };
+        let invalid = PoolReport { invalid: Some("spec.addresses[0]: bad".into()), ..PoolReport::default() };
         let s = desired(&invalid, None, None, None, now());
         assert_eq!(s.conditions[0].status, "False");
         assert_eq!(s.conditions[0].reason, "InvalidSpec");
@@ -215,10 +176,7 @@ mod tests {
         r.out_of_range = vec!["10.9.9.9".parse().unwrap()];
         assert!(readiness(&r, None).2.contains("10.9.9.9"));
         assert_eq!(readiness(&r, None).1, PoolReason::AddressesOutOfRange);
-        r.conflicts = vec![(
-            "10.0.0.2".parse().unwrap(),
-            vec![HolderKey::new("a", "x"), HolderKey::new("b", "y")],
-        )];
+        r.conflicts = vec![("10.0.0.2".parse().unwrap(), vec![HolderKey::new("a", "x"), HolderKey::new("b", "y")])];
         assert_eq!(readiness(&r, None).1, PoolReason::AddressConflict);
         assert!(readiness(&r, None).2.contains("a/x"));
     }
@@ -238,17 +196,8 @@ mod tests {
 
     #[test]
     fn transition_time_is_kept_while_the_status_stays() {
-        let first = desired(
-            &report(10, 7, 3),
-            None,
-            None,
-            None,
-            Timestamp::from_second(100).expect("valid"),
-        );
+        let first = desired(&report(10, 7, 3), None, None, None, Timestamp::from_second(100).expect("valid"));
         let second = desired(&report(10, 6, 4), Some(&first), None, None, now());
-        assert_eq!(
-            second.conditions[0].last_transition_time,
-            first.conditions[0].last_transition_time
-        );
+        assert_eq!(second.conditions[0].last_transition_time, first.conditions[0].last_transition_time);
     }
 }

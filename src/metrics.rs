@@ -1,0 +1,272 @@
+//! Prometheus metrics, all under the `ferro_ipam_` prefix. Series are per pool or per controller,
+//! never per claim, so cardinality is bounded by the number of pools.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::index::{PoolKey, PoolReport};
+
+/// Labels of a pool.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub kind: String,
+    pub namespace: String,
+    pub pool: String,
+}
+
+impl PoolLabels {
+    pub fn of(key: &PoolKey) -> Self {
+        PoolLabels {
+            kind: key.kind.as_str().to_owned(),
+            namespace: key.namespace.clone().unwrap_or_default(),
+            pool: key.name.clone(),
+        }
+    }
+}
+
+/// What a pool address gauge counts.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum AddressState {
+    total,
+    used,
+    free,
+    out_of_range,
+}
+
+/// Labels of a pool's address gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AddressLabels {
+    pub kind: String,
+    pub namespace: String,
+    pub pool: String,
+    pub family: String,
+    pub state: AddressState,
+}
+
+/// Labels of a controller's series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+/// Labels of a controller's failures.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub controller: String,
+    pub error: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+#[derive(Clone)]
+pub struct Buckets(&'static [f64]);
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
+    }
+}
+
+const RECONCILE_BUCKETS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// Every metric ferro-ipam exports.
+pub struct Metrics {
+    registry: Registry,
+    pub pool_addresses: Family<AddressLabels, Gauge<f64, AtomicU64>>,
+    pub pool_conflicts: Family<PoolLabels, Gauge>,
+    pub allocations: Family<PoolLabels, Counter>,
+    pub releases: Family<PoolLabels, Counter>,
+    pub exhaustions: Family<PoolLabels, Counter>,
+    pub allocation_latency: Histogram,
+    pub reconciles: Family<ControllerLabels, Counter>,
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    pub reconcile_duration: Family<ControllerLabels, Histogram, Buckets>,
+    pub reconciles_in_flight: Family<ControllerLabels, Gauge>,
+    pub claims_waiting: Gauge,
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("ferro_ipam");
+        let metrics = Metrics {
+            pool_addresses: Family::default(),
+            pool_conflicts: Family::default(),
+            allocations: Family::default(),
+            releases: Family::default(),
+            exhaustions: Family::default(),
+            allocation_latency: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            reconciles: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_duration: Family::new_with_constructor(Buckets(RECONCILE_BUCKETS)),
+            reconciles_in_flight: Family::default(),
+            claims_waiting: Gauge::default(),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        let build: Family<BuildLabels, Gauge> = Family::default();
+        build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").to_owned() }).set(1);
+        registry.register("build_info", "Build of the running binary (always 1)", build);
+        registry.register(
+            "pool_addresses",
+            "Addresses of a pool and family, by state: total, used, free, out_of_range",
+            metrics.pool_addresses.clone(),
+        );
+        registry.register(
+            "pool_conflicts",
+            "Addresses of a pool held by more than one IPAddress",
+            metrics.pool_conflicts.clone(),
+        );
+        registry.register("allocations", "Addresses allocated to claims", metrics.allocations.clone());
+        registry.register("releases", "Addresses released by deleted claims", metrics.releases.clone());
+        registry.register("exhaustions", "Claims that found their pool full", metrics.exhaustions.clone());
+        registry.register_with_unit(
+            "allocation_latency",
+            "Time from a claim first seen to its IPAddress written",
+            prometheus_client::registry::Unit::Seconds,
+            metrics.allocation_latency.clone(),
+        );
+        registry.register("reconciles", "Reconciles run, per controller", metrics.reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed, per controller and error kind",
+            metrics.reconcile_errors.clone(),
+        );
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Duration of reconciles, per controller",
+            prometheus_client::registry::Unit::Seconds,
+            metrics.reconcile_duration.clone(),
+        );
+        registry.register(
+            "reconciles_in_flight",
+            "Reconciles running now, per controller (the work queue being worked)",
+            metrics.reconciles_in_flight.clone(),
+        );
+        registry.register(
+            "claims_waiting",
+            "Claims waiting for their pool (full, missing, paused or invalid)",
+            metrics.claims_waiting.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease (or runs without leader election)",
+            metrics.leader.clone(),
+        );
+        Metrics { registry, ..metrics }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Publishes a pool's counts (exact up to f64 precision for huge IPv6 pools).
+    pub fn set_pool(&self, key: &PoolKey, report: &PoolReport) {
+        let pool = PoolLabels::of(key);
+        for family in &report.families {
+            let name = family.family.map(|f| f.to_string()).unwrap_or_default();
+            for (state, value) in [
+                (AddressState::total, family.total),
+                (AddressState::used, family.used),
+                (AddressState::free, family.free),
+                (AddressState::out_of_range, family.out_of_range),
+            ] {
+                let labels = AddressLabels {
+                    kind: pool.kind.clone(),
+                    namespace: pool.namespace.clone(),
+                    pool: pool.pool.clone(),
+                    family: name.clone(),
+                    state,
+                };
+                self.pool_addresses.get_or_create(&labels).set(value as f64);
+            }
+        }
+        self.pool_conflicts.get_or_create(&pool).set(report.conflicts.len() as i64);
+    }
+
+    /// Drops every series of a deleted pool.
+    pub fn forget_pool(&self, key: &PoolKey) {
+        let pool = PoolLabels::of(key);
+        for family in ["IPv4", "IPv6"] {
+            for state in [AddressState::total, AddressState::used, AddressState::free, AddressState::out_of_range] {
+                self.pool_addresses.remove(&AddressLabels {
+                    kind: pool.kind.clone(),
+                    namespace: pool.namespace.clone(),
+                    pool: pool.pool.clone(),
+                    family: family.to_owned(),
+                    state,
+                });
+            }
+        }
+        self.pool_conflicts.remove(&pool);
+        self.allocations.remove(&pool);
+        self.releases.remove(&pool);
+        self.exhaustions.remove(&pool);
+    }
+
+    /// Counts one reconcile of `controller` that took `took`, and its error if it failed.
+    pub fn reconciled(&self, controller: &str, took: Duration, error: Option<&str>) {
+        let labels = ControllerLabels { controller: controller.to_owned() };
+        self.reconciles.get_or_create(&labels).inc();
+        self.reconcile_duration.get_or_create(&labels).observe(took.as_secs_f64());
+        if let Some(error) = error {
+            self.reconcile_errors
+                .get_or_create(&ErrorLabels { controller: controller.to_owned(), error: error.to_owned() })
+                .inc();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::Family as IpFamily;
+    use crate::index::FamilyReport;
+
+    #[test]
+    fn pool_counts_are_exported_per_family_and_state_and_forgotten_with_the_pool() {
+        let metrics = Metrics::new();
+        let key = PoolKey::in_cluster("ns", "nodes");
+        let report = PoolReport {
+            families: vec![FamilyReport { family: Some(IpFamily::V4), total: 10, used: 4, free: 6, out_of_range: 0 }],
+            ..PoolReport::default()
+        };
+        metrics.set_pool(&key, &report);
+        let text = metrics.encode();
+        assert!(text.contains(r#"ferro_ipam_pool_addresses{kind="InClusterIPPool",namespace="ns",pool="nodes",family="IPv4",state="free"} 6.0"#), "{text}");
+        assert!(text.contains("ferro_ipam_build_info"));
+        metrics.forget_pool(&key);
+        assert!(!metrics.encode().contains(r#"pool="nodes""#));
+    }
+
+    #[test]
+    fn reconcile_errors_carry_controller_and_kind() {
+        let metrics = Metrics::new();
+        metrics.reconciled("claim", Duration::from_millis(3), Some("api"));
+        let text = metrics.encode();
+        assert!(text.contains(r#"ferro_ipam_reconcile_errors_total{controller="claim",error="api"} 1"#), "{text}");
+        assert!(text.contains(r#"ferro_ipam_reconciles_total{controller="claim"} 1"#));
+    }
+}
