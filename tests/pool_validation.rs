@@ -124,3 +124,38 @@ fn a_broken_entry_is_reported_once_not_by_every_rule() {
     let messages = refusals(json!({"addresses": ["bogus"], "prefix": 24, "gateway": "10.0.0.1"}));
     assert_eq!(messages.len(), 1, "{messages:?}");
 }
+
+#[test]
+fn dual_stack_pools_pass_when_the_second_family_is_the_other_one() {
+    let spec = json!({"addresses": ["10.0.0.10-10.0.0.20"], "prefix": 24, "gateway": "10.0.0.1",
+        "dualStack": {"addresses": ["fd00::10-fd00::20"], "prefix": 64, "gateway": "fd00::1"}});
+    assert_eq!(refusals(spec), Vec::<String>::new());
+}
+
+#[test]
+fn dual_stack_block_follows_the_same_rules_naming_its_own_fields() {
+    let base = |dual: Value| json!({"addresses": ["10.0.0.10"], "prefix": 24, "dualStack": dual});
+    assert_refused(
+        base(json!({"addresses": ["10.0.1.1"], "prefix": 24})),
+        "spec.dualStack.addresses must be of the other IP family",
+    );
+    assert_refused(
+        base(json!({"addresses": ["fd00::1"], "prefix": 64, "gateway": "10.0.0.1"})),
+        "spec.dualStack.gateway",
+    );
+    assert_refused(
+        base(json!({"addresses": ["fd00::1", "fd01::1"], "prefix": 64})),
+        "spec.dualStack.addresses: provided address belongs to a different subnet",
+    );
+    assert_refused(
+        base(json!({"addresses": ["fd00::zz"], "prefix": 64})),
+        "spec.dualStack.addresses[0]: must be an IP address",
+    );
+}
+
+#[test]
+fn prefix_outside_the_schema_range_gets_no_second_error_from_the_subnet_rule() {
+    // The schema refuses 129 (the API server checks it); no CEL rule adds an error of its own.
+    assert_eq!(refusals(json!({"addresses": ["fd00::1"], "prefix": 129})), Vec::<String>::new());
+    assert_eq!(refusals(json!({"addresses": ["fd00::1"], "prefix": -1})), Vec::<String>::new());
+}

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use ferro_ipam::allocator::{FamilyPool, FamilySpec};
+use ferro_ipam::allocator::FamilyPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};
 use ferro_ipam::index::PoolKey;
@@ -128,22 +128,15 @@ fn violations(world: &World) -> Vec<String> {
             })
             .filter_map(|a| a.spec.address.parse().ok())
             .collect();
-        let Ok(prefix) = u8::try_from(spec.prefix) else {
+        // Each family of the pool (two for a dual-stack pool), as the allocator defines it.
+        let Ok(pools) = ferro_ipam::index::build_allocators(spec) else {
             continue;
         };
-        let family = FamilySpec {
-            addresses: &spec.addresses,
-            excluded: spec.excluded_addresses.as_deref().unwrap_or_default(),
-            prefix,
-            gateway: spec.gateway.as_deref().filter(|g| !g.is_empty()),
-            allocate_reserved: spec.allocate_reserved_ip_addresses.unwrap_or(false),
-        };
-        let Ok(pool) = FamilyPool::new(&family) else {
-            continue;
-        };
-        let in_range: BTreeSet<IpAddr> = ips.iter().copied().filter(|ip| pool.check(*ip).is_ok()).collect();
-        let out_of_range = ips.iter().filter(|ip| pool.check(**ip).is_err()).count() as i64;
-        let total = i64::try_from(pool.counts().total).unwrap_or(i64::MAX);
+        let in_pool = |ip: &IpAddr| pools.iter().any(|p: &FamilyPool| p.check(*ip).is_ok());
+        let in_range: BTreeSet<IpAddr> = ips.iter().copied().filter(in_pool).collect();
+        let out_of_range = ips.iter().filter(|ip| !in_pool(ip)).count() as i64;
+        let total = pools.iter().fold(0u128, |sum, p| sum.saturating_add(p.counts().total));
+        let total = i64::try_from(total).unwrap_or(i64::MAX);
         let expected = (total, ips.len() as i64, total.saturating_sub(in_range.len() as i64), out_of_range);
         let counts = status.as_ref().and_then(|s| s.ip_addresses.as_ref());
         let actual = counts.map(|c| (c.total, c.used, c.free, c.out_of_range));

@@ -5,9 +5,11 @@
 pub mod certs;
 pub mod invariants;
 pub mod objects;
+pub mod peer;
 pub mod plane;
 pub mod process;
 pub mod provider;
 
+pub use peer::Peer;
 pub use plane::{ControlPlane, Tools};
 pub use provider::Provider;

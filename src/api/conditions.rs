@@ -11,8 +11,6 @@ pub enum ClaimReason {
     PoolExhausted,
     /// Anything else (a requested address is taken, an API error).
     AllocationFailed,
-    /// The claim waits for its Cluster (paused or missing).
-    Paused,
 }
 
 impl ClaimReason {
@@ -22,7 +20,6 @@ impl ClaimReason {
             ClaimReason::PoolNotReady => "PoolNotReady",
             ClaimReason::PoolExhausted => "PoolExhausted",
             ClaimReason::AllocationFailed => "AllocationFailed",
-            ClaimReason::Paused => "Paused",
         }
     }
 }

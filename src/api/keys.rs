@@ -1,7 +1,7 @@
 //! Well-known names: API group, finalizers, labels and annotations.
 //!
 //! The values shared with Cluster API and the in-cluster provider are fixed by those projects;
-//! ours live under `ipam.cluster.x-k8s.io` too so that one prefix covers everything a user sees.
+//! ferro-ipam's own extensions live under `ferro-ipam.dev/`.
 
 /// API group of the pools and of CAPI's claims and addresses.
 pub const IPAM_GROUP: &str = "ipam.cluster.x-k8s.io";
@@ -32,3 +32,8 @@ pub const MOVE_HIERARCHY_LABEL: &str = "clusterctl.cluster.x-k8s.io/move-hierarc
 
 /// Name of the field manager ferro-ipam writes with.
 pub const FIELD_MANAGER: &str = "ferro-ipam";
+
+/// ferro-ipam: the address family a claim asks a dual-stack pool for (`IPv4` or `IPv6`).
+pub const IP_FAMILY_ANNOTATION: &str = "ferro-ipam.dev/ip-family";
+/// ferro-ipam: a specific address a claim asks for.
+pub const REQUESTED_ADDRESS_ANNOTATION: &str = "ferro-ipam.dev/requested-address";

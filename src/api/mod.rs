@@ -10,4 +10,4 @@ pub mod pool;
 pub mod validation;
 
 pub use capi::{CapiVersion, IPAddress, IPAddressClaim, PoolReference};
-pub use pool::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};
+pub use pool::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool, SecondFamily};

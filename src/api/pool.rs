@@ -94,6 +94,37 @@ pub struct IPPoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub address_reuse_grace_period_seconds: Option<i32>,
+
+    /// ferro-ipam extension: the pool's second address family, making it dual-stack. IPv6 beside
+    /// IPv4 `addresses`, or IPv4 beside IPv6 ones, with their own prefix, gateway and excluded
+    /// addresses. A claim picks the family with the `ferro-ipam.dev/ip-family` annotation (or a
+    /// name ending in `-ipv4`/`-ipv6`); otherwise it gets the family of `addresses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dual_stack: Option<SecondFamily>,
+}
+
+/// The second family of a dual-stack pool. The same rules as the first apply to it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = second_family_rules)]
+pub struct SecondFamily {
+    /// Addresses of the second family: single addresses, ranges `a-b` and CIDRs.
+    #[schemars(length(max = MAX_ENTRIES), inner(length(min = 1, max = MAX_ENTRY_LENGTH)), transform = second_addresses_rules)]
+    pub addresses: Vec<String>,
+
+    /// Network prefix length of this family's addresses.
+    #[schemars(range(min = 0, max = 128))]
+    pub prefix: i32,
+
+    /// Gateway of this family; never handed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENTRY_LENGTH))]
+    pub gateway: Option<String>,
+
+    /// Addresses of this family never handed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ENTRIES), inner(length(min = 1, max = MAX_ENTRY_LENGTH)), transform = second_excluded_rules)]
+    pub excluded_addresses: Option<Vec<String>>,
 }
 
 /// Observed state of a pool.
@@ -199,7 +230,12 @@ fn apply_rules(schema: &mut Schema, rules: Vec<kube::core::Rule>) {
 }
 
 fn spec_rules(schema: &mut Schema) {
+    apply_rules(schema, validation::family_rules("spec"));
     apply_rules(schema, validation::spec_rules());
+}
+
+fn second_family_rules(schema: &mut Schema) {
+    apply_rules(schema, validation::family_rules("spec.dualStack"));
 }
 
 fn entry_rules(schema: &mut Schema) {
@@ -212,10 +248,20 @@ fn entry_rules(schema: &mut Schema) {
 
 fn addresses_rules(schema: &mut Schema) {
     entry_rules(schema);
-    apply_rules(schema, validation::addresses_rules());
+    apply_rules(schema, validation::addresses_rules("spec"));
 }
 
 fn excluded_rules(schema: &mut Schema) {
     entry_rules(schema);
-    apply_rules(schema, validation::excluded_rules());
+    apply_rules(schema, validation::excluded_rules("spec"));
+}
+
+fn second_addresses_rules(schema: &mut Schema) {
+    entry_rules(schema);
+    apply_rules(schema, validation::addresses_rules("spec.dualStack"));
+}
+
+fn second_excluded_rules(schema: &mut Schema) {
+    entry_rules(schema);
+    apply_rules(schema, validation::excluded_rules("spec.dualStack"));
 }

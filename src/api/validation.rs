@@ -54,22 +54,23 @@ fn entries_share_one_family(field: &str) -> Rule {
     )))
 }
 
-/// Rules on `spec.addresses` as a list.
-pub fn addresses_rules() -> Vec<Rule> {
+/// Rules on `<path>.addresses` as a list (`path` is `spec` or `spec.dualStack`).
+pub fn addresses_rules(path: &str) -> Vec<Rule> {
     vec![
-        Rule::new("size(self) > 0")
-            .message("spec.addresses is required: list at least one IP address, range (a-b) or CIDR"),
-        entries_share_one_family("spec.addresses"),
+        Rule::new("size(self) > 0").message(Message::Message(format!(
+            "{path}.addresses is required: list at least one IP address, range (a-b) or CIDR"
+        ))),
+        entries_share_one_family(&format!("{path}.addresses")),
     ]
 }
 
-/// Rules on `spec.excludedAddresses` as a list.
-pub fn excluded_rules() -> Vec<Rule> {
-    vec![entries_share_one_family("spec.excludedAddresses")]
+/// Rules on `<path>.excludedAddresses` as a list.
+pub fn excluded_rules(path: &str) -> Vec<Rule> {
+    vec![entries_share_one_family(&format!("{path}.excludedAddresses"))]
 }
 
-/// Rules across the fields of a pool spec.
-pub fn spec_rules() -> Vec<Rule> {
+/// Rules across the fields of one family of a pool: `spec` itself, or its `spec.dualStack`.
+pub fn family_rules(path: &str) -> Vec<Rule> {
     let first = "self.addresses[0]";
     let v4 = "self.addresses.all(x, !x.contains(':'))";
     let v6 = "self.addresses.all(x, x.contains(':'))";
@@ -87,27 +88,35 @@ pub fn spec_rules() -> Vec<Rule> {
     );
     vec![
         Rule::new(format!("!({v4}) || self.prefix <= 32"))
-            .message("spec.prefix: provided prefix is not valid: an IPv4 pool takes a prefix from 0 to 32, an IPv6 pool from 0 to 128")
+            .message(Message::Message(format!("{path}.prefix: provided prefix is not valid: an IPv4 pool takes a prefix from 0 to 32, an IPv6 pool from 0 to 128")))
             .field_path(".prefix"),
         Rule::new(format!("!({gateway_set}) || isIP(self.gateway)"))
-            .message("spec.gateway: provided gateway is not a valid IP address")
+            .message(Message::Message(format!("{path}.gateway: provided gateway is not a valid IP address")))
             .field_path(".gateway"),
         Rule::new(format!(
             "!({gateway_set}) || !isIP(self.gateway) || !({one_family}) || self.gateway.contains(':') == {first}.contains(':')"
         ))
-        .message("spec.gateway: provided gateway and addresses are of mixed IP families")
+        .message(Message::Message(format!("{path}.gateway: provided gateway and addresses are of mixed IP families")))
         .field_path(".gateway"),
         Rule::new(format!(
             "!has(self.excludedAddresses) || !({one_family}) || self.excludedAddresses.all(x, x.contains(':') == {first}.contains(':'))"
         ))
-        .message("spec.excludedAddresses: addresses and excluded addresses are of mixed IP families")
+        .message(Message::Message(format!("{path}.excludedAddresses: addresses and excluded addresses are of mixed IP families")))
         .field_path(".excludedAddresses"),
         // A prefix outside 0-128 is refused by the schema; skipping it here keeps the digit
         // lookup in `prefix_string` in bounds, so the user sees that error alone.
         Rule::new(format!("size(self.addresses) == 0 || self.prefix < 0 || self.prefix > 128 || !{} || (!{first}.contains(':') && self.prefix > 32) || {in_subnet}", valid_entry(first)))
-            .message(
-                "spec.addresses: provided address belongs to a different subnet than others: every entry must lie in the network of the lowest address with spec.prefix",
-            )
+            .message(Message::Message(format!("{path}.addresses: provided address belongs to a different subnet than others: every entry must lie in the network of the lowest address with {path}.prefix")))
             .field_path(".addresses"),
     ]
+}
+
+/// Rules across the two families of a dual-stack pool.
+pub fn spec_rules() -> Vec<Rule> {
+    vec![Rule::new(
+        "!has(self.dualStack) || size(self.addresses) == 0 || size(self.dualStack.addresses) == 0 || \
+         (self.addresses[0].contains(':') ? self.dualStack.addresses.all(x, !x.contains(':')) : self.dualStack.addresses.all(x, x.contains(':')))",
+    )
+    .message("spec.dualStack.addresses must be of the other IP family than spec.addresses: IPv6 beside IPv4, or IPv4 beside IPv6")
+    .field_path(".dualStack.addresses")]
 }

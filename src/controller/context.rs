@@ -23,6 +23,8 @@ pub struct Context {
     pub clusters: Option<Store<Cluster>>,
     pub recorder: Recorder,
     pub metrics: std::sync::Arc<Metrics>,
+    /// The namespace this instance is confined to (`--namespace`), if any.
+    pub only_namespace: Option<String>,
     /// When each claim still waiting for its address was first seen (for the latency histogram).
     pub first_seen: std::sync::Mutex<std::collections::HashMap<HolderKey, std::time::Instant>>,
 }

@@ -10,4 +10,18 @@ pub mod pool;
 pub mod run;
 
 pub use context::Context;
+
+use kube::api::{PatchParams, PostParams};
+
+use crate::api::keys::FIELD_MANAGER;
+
+/// Every patch ferro-ipam sends names it as the field manager.
+pub fn write_params() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() }
+}
+
+/// Every object ferro-ipam creates names it as the field manager.
+pub fn create_params() -> PostParams {
+    PostParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PostParams::default() }
+}
 pub use error::Error;

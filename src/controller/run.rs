@@ -244,6 +244,7 @@ pub async fn run(
         recorder: Recorder::new(client.clone(), reporter),
         metrics: metrics.clone(),
         first_seen: Default::default(),
+        only_namespace: settings.namespace.clone(),
     });
 
     // Index triggers -> the claim and pool controllers.

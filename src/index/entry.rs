@@ -204,6 +204,11 @@ impl PoolEntry {
                     .map_err(|e: AllocateError| AllocError::Requested { address: ip, reason: e.to_string() })?;
                 ip
             }
+            None if pool.counts().total == 0 => {
+                return Err(AllocError::PoolInvalid(format!(
+                    "its {family} addresses leave nothing to hand out (reserved network/broadcast, gateway, excludedAddresses)"
+                )));
+            }
             None => pool.allocate_lowest().ok_or(AllocError::Exhausted(family))?,
         };
         // The allocator has marked the address; record the claim as its only user.

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 pub use entry::{AllocError, HoldKind, PoolEntry, Request};
 pub use keys::{HolderKey, PoolKey, PoolKind};
 pub use report::{FamilyReport, PoolReport};
-pub use spec::build_allocators;
+pub use spec::{build_allocators, family_settings};
 
 use crate::api::IPPoolSpec;
 

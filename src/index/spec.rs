@@ -1,24 +1,131 @@
 //! From a pool object's spec to the allocator's per-family definitions.
 
-use crate::allocator::{FamilyPool, FamilySpec};
+use crate::allocator::{Family, FamilyPool, FamilySpec};
 use crate::api::IPPoolSpec;
 
-/// The per-family allocators a pool spec describes, or why it describes none.
+/// One family of a pool spec, borrowed: the top-level fields or the `dualStack` block.
+struct FamilyFields<'a> {
+    path: &'static str,
+    addresses: &'a [String],
+    excluded: &'a [String],
+    prefix: i32,
+    gateway: Option<&'a str>,
+}
+
+fn families(spec: &IPPoolSpec) -> Vec<FamilyFields<'_>> {
+    let mut all = vec![FamilyFields {
+        path: "spec",
+        addresses: &spec.addresses,
+        excluded: spec.excluded_addresses.as_deref().unwrap_or_default(),
+        prefix: spec.prefix,
+        gateway: spec.gateway.as_deref(),
+    }];
+    if let Some(second) = &spec.dual_stack {
+        all.push(FamilyFields {
+            path: "spec.dualStack",
+            addresses: &second.addresses,
+            excluded: second.excluded_addresses.as_deref().unwrap_or_default(),
+            prefix: second.prefix,
+            gateway: second.gateway.as_deref(),
+        });
+    }
+    all
+}
+
+/// The per-family allocators a pool spec describes (one, or two for a dual-stack pool), or why
+/// it describes none.
 ///
 /// The CRD's CEL rules refuse most bad specs before they are stored; this catches what CEL cannot
 /// see (a range written backwards, a prefix that does not fit the addresses) and specs stored
 /// before the rules existed.
 pub fn build_allocators(spec: &IPPoolSpec) -> Result<Vec<FamilyPool>, String> {
-    let prefix = u8::try_from(spec.prefix)
-        .map_err(|_| format!("spec.prefix {} is not valid: use 0-32 for IPv4, 0-128 for IPv6", spec.prefix))?;
-    let excluded = spec.excluded_addresses.as_deref().unwrap_or_default();
-    let family = FamilySpec {
-        addresses: &spec.addresses,
-        excluded,
-        prefix,
-        gateway: spec.gateway.as_deref().filter(|g| !g.is_empty()),
-        allocate_reserved: spec.allocate_reserved_ip_addresses.unwrap_or(false),
-    };
-    let pool = FamilyPool::new(&family).map_err(|e| e.to_string())?;
-    Ok(vec![pool])
+    let allocate_reserved = spec.allocate_reserved_ip_addresses.unwrap_or(false);
+    let mut pools: Vec<FamilyPool> = Vec::new();
+    for fields in families(spec) {
+        let prefix = u8::try_from(fields.prefix).map_err(|_| {
+            format!("{}.prefix {} is not valid: use 0-32 for IPv4, 0-128 for IPv6", fields.path, fields.prefix)
+        })?;
+        let family = FamilySpec {
+            addresses: fields.addresses,
+            excluded: fields.excluded,
+            prefix,
+            gateway: fields.gateway.filter(|g| !g.is_empty()),
+            allocate_reserved,
+        };
+        let pool = FamilyPool::new(&family).map_err(|e| format!("{}.{e}", fields.path))?;
+        if pools.iter().any(|p| p.family() == pool.family()) {
+            return Err(format!(
+                "{}.addresses are {} like spec.addresses: the second family of a dual-stack pool must be the other one",
+                fields.path,
+                pool.family()
+            ));
+        }
+        pools.push(pool);
+    }
+    Ok(pools)
+}
+
+/// The prefix and gateway a pool writes into `IPAddress`es of `family`.
+pub fn family_settings(spec: &IPPoolSpec, family: Family) -> Option<(i32, Option<String>)> {
+    families(spec)
+        .into_iter()
+        .find(|f| f.addresses.first().is_some_and(|a| family_of_entry(a) == Some(family)))
+        .map(|f| (f.prefix, f.gateway.filter(|g| !g.is_empty()).map(str::to_owned)))
+}
+
+fn family_of_entry(entry: &str) -> Option<Family> {
+    crate::allocator::parse_entry(entry).ok().map(|range| range.family())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::pool::SecondFamily;
+
+    fn dual() -> IPPoolSpec {
+        IPPoolSpec {
+            addresses: vec!["10.0.0.10-10.0.0.20".into()],
+            prefix: 24,
+            gateway: Some("10.0.0.1".into()),
+            dual_stack: Some(SecondFamily {
+                addresses: vec!["fd00::10-fd00::20".into()],
+                prefix: 64,
+                gateway: Some("fd00::1".into()),
+                excluded_addresses: Some(vec!["fd00::10".into()]),
+            }),
+            ..IPPoolSpec::default()
+        }
+    }
+
+    #[test]
+    fn dual_stack_spec_builds_one_allocator_per_family_in_order() {
+        let pools = build_allocators(&dual()).expect("valid");
+        assert_eq!(pools.iter().map(FamilyPool::family).collect::<Vec<_>>(), [Family::V4, Family::V6]);
+        assert_eq!(pools[1].counts().total, 16, "fd00::10 excluded from 17");
+    }
+
+    #[test]
+    fn each_family_writes_its_own_prefix_and_gateway() {
+        assert_eq!(family_settings(&dual(), Family::V4), Some((24, Some("10.0.0.1".into()))));
+        assert_eq!(family_settings(&dual(), Family::V6), Some((64, Some("fd00::1".into()))));
+    }
+
+    #[test]
+    fn second_family_of_the_same_kind_is_refused_naming_the_field() {
+        let mut spec = dual();
+        spec.dual_stack.as_mut().unwrap().addresses = vec!["10.0.1.1".into()];
+        spec.dual_stack.as_mut().unwrap().gateway = None;
+        spec.dual_stack.as_mut().unwrap().excluded_addresses = None;
+        spec.dual_stack.as_mut().unwrap().prefix = 24;
+        let error = build_allocators(&spec).unwrap_err();
+        assert!(error.starts_with("spec.dualStack.addresses"), "{error}");
+    }
+
+    #[test]
+    fn errors_name_the_family_block() {
+        let mut spec = dual();
+        spec.dual_stack.as_mut().unwrap().addresses = vec!["fd00::20-fd00::10".into()];
+        let error = build_allocators(&spec).unwrap_err();
+        assert!(error.starts_with("spec.dualStack.addresses[0]"), "{error}");
+    }
 }

@@ -4,6 +4,7 @@
 mod addresses;
 mod consumers;
 mod crash;
+mod extensions;
 mod in_cluster;
 mod lifecycle;
 mod validation;

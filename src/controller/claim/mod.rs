@@ -10,6 +10,7 @@ mod address;
 pub(crate) mod fixtures;
 mod gate;
 mod release;
+mod request;
 mod status;
 
 use std::net::IpAddr;
@@ -18,15 +19,16 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch};
 use kube::runtime::controller::Action;
 use serde_json::Value;
 use tracing::{debug, info};
 
+use crate::allocator::Family;
 use crate::api::capi::{IPAddress, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
-use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, Request};
+use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolKind, Request, family_settings};
 use crate::metrics::PoolLabels;
 
 use super::context::Context;
@@ -138,6 +140,17 @@ async fn fulfil(
         None => {
             return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} not found")));
         }
+        // Confined to one namespace, this instance cannot see a global pool's addresses elsewhere.
+        Some(_) if pool_key.kind == PoolKind::Global && ctx.only_namespace.is_some() => {
+            return Err(Failure::NotReady(
+                ClaimReason::PoolNotReady,
+                format!(
+                    "{pool_key}: this ferro-ipam runs with --namespace {} and cannot see the pool's addresses in other namespaces; \
+                     serve global pools from an instance that watches every namespace",
+                    ctx.only_namespace.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
         Some(p) if p.deleting => {
             return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} is being deleted")));
         }
@@ -153,20 +166,25 @@ async fn fulfil(
         key: pool_key.clone(),
         uid: pool.uid.clone(),
         prefix: spec.prefix,
-        gateway: spec.gateway.filter(|g| !g.is_empty()),
+        gateway: spec.gateway.clone().filter(|g| !g.is_empty()),
     };
     if let Some(existing) = ctx.cached_address(&holder.namespace, &holder.name) {
         return keep(claim, &existing, &side, holder, cluster, ctx).await;
     }
     ctx.seen(holder);
-    let ip = ctx.index.allocate(pool_key, holder, Request::default()).map_err(|e| {
+    let request = request::of(claim, spec.dual_stack.is_some())
+        .map_err(|message| Failure::NotReady(ClaimReason::AllocationFailed, message))?;
+    let ip = ctx.index.allocate(pool_key, holder, request).map_err(|e| {
         if matches!(e, AllocError::Exhausted(_)) {
             ctx.metrics.exhaustions.get_or_create(&PoolLabels::of(pool_key)).inc();
         }
         not_ready(e, pool_key)
     })?;
+    // The address carries the prefix and gateway of its own family.
+    let (prefix, gateway) = family_settings(&spec, Family::of(ip)).unwrap_or((side.prefix, side.gateway.clone()));
+    let side = address::PoolSide { prefix, gateway, ..side };
     let desired = address::desired(claim, &ctx.claim_resource, &ctx.address_resource, &side, ip, cluster);
-    match ctx.address_api(&holder.namespace).create(&PostParams::default(), &desired).await {
+    match ctx.address_api(&holder.namespace).create(&super::create_params(), &desired).await {
         Ok(_) => {
             ctx.metrics.allocations.get_or_create(&PoolLabels::of(pool_key)).inc();
             if let Some(latency) = ctx.served(holder) {
@@ -281,7 +299,7 @@ async fn release(
 async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Result<()> {
     let name = claim.name_any();
     ctx.claim_api(&claim.namespace().unwrap_or_default())
-        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .patch(&name, &super::write_params(), &Patch::Merge(patch))
         .await
         .map_err(|e| Error::kube(format!("updating finalizers of IPAddressClaim {name}"), e))?;
     Ok(())
@@ -289,7 +307,7 @@ async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Re
 
 async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Result<()> {
     ctx.address_api(&holder.namespace)
-        .patch(&holder.name, &PatchParams::default(), &Patch::Merge(patch))
+        .patch(&holder.name, &super::write_params(), &Patch::Merge(patch))
         .await
         .map_err(|e| Error::kube(format!("updating IPAddress {holder}"), e))?;
     Ok(())
@@ -307,7 +325,7 @@ async fn write_status(
     };
     let name = claim.name_any();
     ctx.claim_api(&claim.namespace().unwrap_or_default())
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(&name, &super::write_params(), &Patch::Merge(&patch))
         .await
         .map_err(|e| Error::kube(format!("writing the status of IPAddressClaim {name}"), e))?;
     if !readiness.ready {

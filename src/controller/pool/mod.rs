@@ -7,7 +7,7 @@ mod status;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -58,7 +58,7 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
     let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, Timestamp::now());
     if pool.status() != Some(&desired) {
         api(&ctx, pool.as_ref())
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": desired })))
+            .patch_status(&name, &super::write_params(), &Patch::Merge(status_patch(&desired)))
             .await
             .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
         let old_reason =
@@ -74,8 +74,32 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
 
 async fn patch_pool<K: PoolObject>(ctx: &Context, pool: &K, patch: &serde_json::Value) -> Result<()> {
     api(ctx, pool)
-        .patch(&pool.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .patch(&pool.name_any(), &super::write_params(), &Patch::Merge(patch))
         .await
         .map_err(|e| Error::kube(format!("updating finalizers of {}", pool.key()), e))?;
     Ok(())
+}
+
+/// The merge patch that makes the pool's status exactly `desired`: fields it lacks are cleared.
+fn status_patch(desired: &crate::api::IPPoolStatus) -> serde_json::Value {
+    json!({ "status": {
+        "ipAddresses": desired.ip_addresses,
+        "families": if desired.families.is_empty() { serde_json::Value::Null } else { json!(desired.families) },
+        "conditions": desired.conditions,
+    }})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_patch_clears_counts_the_desired_status_lacks() {
+        let patch = status_patch(&crate::api::IPPoolStatus::default());
+        assert!(patch["status"]["ipAddresses"].is_null());
+        assert!(patch["status"]["families"].is_null());
+        assert!(
+            patch["status"].as_object().is_some_and(|o| o.contains_key("ipAddresses") && o.contains_key("families"))
+        );
+    }
 }

@@ -1,0 +1,323 @@
+//! Migration, end to end: a cluster whose addresses the in-cluster provider handed out moves to
+//! ferro-ipam, and back, without losing or renumbering anything.
+//!
+//! One scenario on a control plane of its own (this file is its own test binary): the pool CRDs
+//! are replaced twice, which no other scenario could run beside. The runbook it follows is
+//! `docs/migration.md`.
+
+#[path = "migration/crds.rs"]
+mod crds;
+#[path = "migration/fleet.rs"]
+mod fleet;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use ferro_ipam_e2e::invariants;
+use ferro_ipam_e2e::{ControlPlane, Peer, Provider};
+use kube::Client;
+use kube::api::ListParams;
+
+use fleet::{Fleet, GLOBAL, IN_CLUSTER, Snapshot};
+
+/// Long enough for either provider to work through a few hundred claims on a busy machine.
+const SETTLE: Duration = Duration::from_secs(180);
+/// How long a check watches for something that must not happen.
+const A_WHILE: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
+    let plane = ControlPlane::shared();
+    let client = plane.client().await;
+    let fleet = Fleet::new().await;
+
+    // A cluster as the in-cluster provider leaves it: CRDs upgraded from a release that stored
+    // v1alpha1, pools of both versions, several hundred claims, some mid-deletion, one pool paused.
+    crds::install_early_in_cluster(plane, &client).await.unwrap();
+    fleet.create_legacy_pools().await.unwrap();
+    crds::install_in_cluster(plane, &client).await.unwrap();
+    for name in crds::POOL_CRDS {
+        let stored = crds::stored_versions(&client, name).await.unwrap();
+        assert!(
+            stored.contains(&"v1alpha1".to_owned()) && stored.contains(&"v1alpha2".to_owned()),
+            "{name}: {stored:?}"
+        );
+    }
+    let mut peer = Peer::start(plane, &[]).expect("starting the in-cluster provider");
+    fleet.create_pools().await.unwrap();
+    let total = fleet.create_claims().await.unwrap();
+    settle(&fleet, "the in-cluster provider addresses every claim", |(live, addressed, _)| {
+        live == total && addressed == total
+    })
+    .await;
+    let (held_by_pause, held_by_grace) = start_deletions(&fleet).await.unwrap();
+    invariants::check(&client, &fleet.namespaces()).await.expect("the in-cluster provider's pool statuses");
+    let before = fleet.snapshot().await.unwrap();
+    let counts_before = fleet.pool_counts().await.unwrap();
+    assert_eq!(before.addresses.len(), total, "one IPAddress per claim, deleting ones included");
+    peer.stop();
+
+    // The move: ferro-ipam's CRDs replace the in-cluster ones, then ferro-ipam starts.
+    crds::install_ferro_ipam(plane).unwrap();
+    for name in crds::POOL_CRDS {
+        assert!(crds::stored_versions(&client, name).await.unwrap().contains(&"v1alpha1".to_owned()));
+    }
+    crds::dropping_v1alpha1_is_refused(plane, &client).await.unwrap();
+    let mut ferro = Provider::start(plane, &[]).expect("starting ferro-ipam");
+    let live = total - held_by_pause.len() - held_by_grace.len();
+    settle(&fleet, "ferro-ipam marks every adopted claim Ready", |(l, _, ready)| l == live && ready == live).await;
+    // Everything is as the in-cluster provider left it (the grace-period claims may already be
+    // gone: that is checked on its own below).
+    let after = fleet.snapshot().await.unwrap();
+    let mut settled = before.clone();
+    settled.addresses.retain(|key, _| !held_by_grace.contains(key));
+    settled.claims.retain(|key, _| !held_by_grace.contains(key));
+    assert_eq!(
+        fleet::changes(&settled, &after, &BTreeSet::new()),
+        Vec::<String>::new(),
+        "every IPAddress and claim kept"
+    );
+    invariants::check(&client, &fleet.namespaces()).await.expect("ferro-ipam's pool statuses");
+    assert_eq!(fleet.pool_counts().await.unwrap(), counts_before, "the same pool counts as the in-cluster provider's");
+
+    grace_period_is_honoured(&fleet, &before, &held_by_grace).await.unwrap();
+    paused_pool_holds_until_unpaused(&fleet, &before, &held_by_pause).await.unwrap();
+    new_claims_get_free_addresses(&fleet, &before, "moved").await.unwrap();
+    released_addresses_are_handed_out_again(&fleet, "net", 20).await.unwrap();
+    invariants::check(&client, &fleet.namespaces()).await.expect("after ferro-ipam's own allocations");
+    storage_version_cleanup_lets_v1alpha1_go(plane, &client).await.unwrap();
+
+    // And back: the in-cluster provider takes over what ferro-ipam left.
+    let before = fleet.snapshot().await.unwrap();
+    ferro.stop();
+    crds::install_in_cluster(plane, &client).await.unwrap();
+    let _peer = Peer::start(plane, &[]).expect("starting the in-cluster provider again");
+    new_claims_get_free_addresses(&fleet, &before, "back").await.unwrap();
+    let after = fleet.snapshot().await.unwrap();
+    assert_eq!(
+        fleet::changes(&before, &after, &BTreeSet::new()),
+        Vec::<String>::new(),
+        "nothing changed on the way back"
+    );
+    released_addresses_are_handed_out_again(&fleet, "net", 10).await.unwrap();
+    invariants::check(&client, &fleet.namespaces()).await.expect("the in-cluster provider's pool statuses, back");
+}
+
+/// Polls the fleet's (live, addressed, ready) claim counts until `done` holds.
+async fn settle(fleet: &Fleet, what: &str, done: impl Fn((usize, usize, usize)) -> bool) {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let progress = fleet.progress().await.unwrap();
+        if done(progress) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {SETTLE:?}; (live, addressed, ready) = {progress:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Under the in-cluster provider: pauses the `paused` pool and deletes 5 of its claims (held by
+/// the pause), and deletes 8 claims of the `grace` pool (held by its grace period). Returns both
+/// sets of (namespace, name).
+async fn start_deletions(fleet: &Fleet) -> Result<(BTreeSet<(String, String)>, BTreeSet<(String, String)>)> {
+    let a = fleet.a();
+    fleet.pause_pool(true).await?;
+    let mut paused = BTreeSet::new();
+    for n in 0..5 {
+        a.delete_claim(&format!("paused-{n}")).await?;
+        paused.insert((a.ns.clone(), format!("paused-{n}")));
+    }
+    let mut grace = BTreeSet::new();
+    for n in 0..8 {
+        a.delete_claim(&format!("grace-{n}")).await?;
+        grace.insert((a.ns.clone(), format!("grace-{n}")));
+    }
+    // The in-cluster provider sees the deletions and holds both sets (nothing observable
+    // changes); give it a moment so that the move happens with them in its queue.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok((paused, grace))
+}
+
+/// The claims deleted under the in-cluster provider keep their addresses until the grace period
+/// (counted from their deletion) ends; meanwhile a new claim of that pool gets another address.
+async fn grace_period_is_honoured(fleet: &Fleet, before: &Snapshot, held: &BTreeSet<(String, String)>) -> Result<()> {
+    let a = fleet.a();
+    let held_ips: BTreeSet<String> = held.iter().map(|k| before.addresses[k].address.clone()).collect();
+    fleet.claim(0, IN_CLUSTER, "grace", "grace-new").await?;
+    let got = a.wait_allocated("grace-new", SETTLE).await?.spec.address;
+    let still_held = a
+        .addresses()
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .any(|x| held_ips.contains(&x.spec.address) && x.metadata.name.as_deref() != Some("grace-new"));
+    ensure!(!still_held || !held_ips.contains(&got), "grace-new got {got}, an address held for a deleted claim");
+    a.eventually(
+        "the grace period ends and the held claims go",
+        Duration::from_secs(fleet::GRACE_SECONDS as u64 + 60),
+        || async {
+            let names: BTreeSet<String> = a
+                .claims()
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|c| c.metadata.name)
+                .collect();
+            held.iter().all(|(_, name)| !names.contains(name))
+        },
+    )
+    .await?;
+    for (_, name) in held {
+        ensure!(a.addresses().get_opt(name).await?.is_none(), "the IPAddress of {name} outlived its claim");
+    }
+    Ok(())
+}
+
+/// A paused pool holds the deletions that started under the in-cluster provider and allocates
+/// nothing; unpaused, it releases them and serves new claims with free addresses.
+async fn paused_pool_holds_until_unpaused(
+    fleet: &Fleet,
+    before: &Snapshot,
+    held: &BTreeSet<(String, String)>,
+) -> Result<()> {
+    let a = fleet.a();
+    fleet.claim(0, IN_CLUSTER, "paused", "paused-new").await?;
+    a.stays("the paused pool holds its deleted claims and allocates nothing", A_WHILE, || async {
+        let mut all_held = true;
+        for (_, name) in held {
+            all_held &= a.claims().get_opt(name).await.unwrap().is_some()
+                && a.addresses().get_opt(name).await.unwrap().is_some();
+        }
+        all_held && a.addresses().get_opt("paused-new").await.unwrap().is_none()
+    })
+    .await?;
+    fleet.pause_pool(false).await?;
+    let got = a.wait_allocated("paused-new", SETTLE).await?.spec.address;
+    let in_use: BTreeSet<String> = before
+        .addresses
+        .iter()
+        .filter(|(k, r)| r.pool.2 == "paused" && !held.contains(*k))
+        .map(|(_, r)| r.address.clone())
+        .collect();
+    ensure!(!in_use.contains(&got), "paused-new got {got}, which a live claim holds");
+    a.eventually("unpaused, the deleted claims are released", SETTLE, || async {
+        let mut gone = true;
+        for (_, name) in held {
+            gone &= a.claims().get_opt(name).await.unwrap().is_none()
+                && a.addresses().get_opt(name).await.unwrap().is_none();
+        }
+        gone
+    })
+    .await
+}
+
+/// New claims on every pool (two per group) get addresses that nothing held at `before`.
+async fn new_claims_get_free_addresses(fleet: &Fleet, before: &Snapshot, tag: &str) -> Result<()> {
+    let in_use = before.in_use();
+    for group in &fleet.groups {
+        for n in 0..2 {
+            let name = format!("{}-{tag}-{n}", group.prefix);
+            fleet.claim(group.side, group.kind, &group.pool, &name).await?;
+        }
+    }
+    for group in &fleet.groups {
+        let scope = &fleet.sides[group.side];
+        let pool_ns = if group.kind == GLOBAL { String::new() } else { scope.ns.clone() };
+        let pool = (group.kind.to_owned(), pool_ns, group.pool.clone());
+        for n in 0..2 {
+            let name = format!("{}-{tag}-{n}", group.prefix);
+            let got = wait_addressed(scope, &name).await?;
+            ensure!(
+                !in_use.get(&pool).is_some_and(|used| used.contains(&got)),
+                "{}/{name} got {got}, already in use in {pool:?}",
+                scope.ns
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Waits until a claim has `status.addressRef` (all either provider writes) and its IPAddress.
+async fn wait_addressed(scope: &ferro_ipam_e2e::objects::Scope, name: &str) -> Result<String> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let claim = scope.claims().get(name).await?;
+        if claim.status.and_then(|s| s.address_ref).is_some_and(|r| r.name == name)
+            && let Some(address) = scope.addresses().get_opt(name).await?
+        {
+            return Ok(address.spec.address);
+        }
+        ensure!(tokio::time::Instant::now() < deadline, "{}/{name} got no address within {SETTLE:?}", scope.ns);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Deletes the `count` claims holding the lowest addresses of pool `pool` in namespace `a`; their
+/// addresses are released, and as many new claims get exactly those addresses (lowest first).
+async fn released_addresses_are_handed_out_again(fleet: &Fleet, pool: &str, count: usize) -> Result<()> {
+    let a = fleet.a();
+    let mut held: Vec<(std::net::IpAddr, String)> = a
+        .addresses()
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|x| x.spec.pool_ref.kind == IN_CLUSTER && x.spec.pool_ref.name == pool)
+        .filter_map(|x| Some((x.spec.address.parse().ok()?, x.metadata.name?)))
+        .collect();
+    held.sort();
+    let victims: Vec<(std::net::IpAddr, String)> = held.into_iter().take(count).collect();
+    for (_, name) in &victims {
+        a.delete_claim(name).await?;
+    }
+    a.eventually("the deleted claims and their addresses are gone", SETTLE, || async {
+        let mut gone = true;
+        for (_, name) in &victims {
+            gone &= a.claims().get_opt(name).await.unwrap().is_none()
+                && a.addresses().get_opt(name).await.unwrap().is_none();
+        }
+        gone
+    })
+    .await?;
+    let tag = format!("{pool}-again-{}", victims.len());
+    let mut got = BTreeSet::new();
+    for n in 0..victims.len() {
+        let name = format!("{tag}-{n}");
+        fleet.claim(0, IN_CLUSTER, pool, &name).await?;
+        got.insert(wait_addressed(a, &name).await?.parse::<std::net::IpAddr>()?);
+    }
+    let freed: BTreeSet<std::net::IpAddr> = victims.iter().map(|(ip, _)| *ip).collect();
+    ensure!(got == freed, "the released addresses {freed:?} were not handed out again: got {got:?}");
+    Ok(())
+}
+
+/// The runbook's last step: once every pool has been rewritten in `v1alpha2` (ferro-ipam's status
+/// writes do that; a no-op replace does it for the rest), `v1alpha1` can leave `storedVersions`,
+/// and a CRD without it is then accepted.
+async fn storage_version_cleanup_lets_v1alpha1_go(plane: &ControlPlane, client: &Client) -> Result<()> {
+    for name in crds::POOL_CRDS {
+        let all = plane.kubectl_ok(&["get", name, "-A", "-o", "json"])?;
+        let file = plane.dir.join(format!("{name}-rewrite.json"));
+        std::fs::write(&file, all)?;
+        plane.kubectl_ok(&["replace", "-f", &file.to_string_lossy()])?;
+        plane.kubectl_ok(&[
+            "patch",
+            "crd",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"storedVersions":["v1alpha2"]}}"#,
+        ])?;
+        let stripped = crds::without(crds::manifest(plane, &crds::ours_file(name))?, "v1alpha1");
+        crds::put(client, &stripped, "e2e", true).await?;
+    }
+    Ok(())
+}

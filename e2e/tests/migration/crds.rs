@@ -1,0 +1,132 @@
+//! The pool CRDs through a migration: the history a cluster running the in-cluster provider has
+//! (an early release stored pools as `v1alpha1`), its v1.1.0 manifests, ferro-ipam's `crds/`
+//! replacing them, and back.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use ferro_ipam_e2e::{ControlPlane, peer, plane::repo_root};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+
+/// The two IP pool CRDs both providers define.
+pub const POOL_CRDS: [&str; 2] =
+    ["inclusterippools.ipam.cluster.x-k8s.io", "globalinclusterippools.ipam.cluster.x-k8s.io"];
+
+/// The in-cluster provider's v1.1.0 manifest of a CRD (from the tools cache).
+pub fn upstream_file(plane: &ControlPlane, name: &str) -> PathBuf {
+    peer::crd_file(&plane.tools, name)
+}
+
+/// ferro-ipam's manifest of a CRD.
+pub fn ours_file(name: &str) -> PathBuf {
+    repo_root().join("crds").join(format!("{name}.yaml"))
+}
+
+/// A manifest as JSON (kubectl reads the YAML).
+pub fn manifest(plane: &ControlPlane, file: &Path) -> Result<Value> {
+    let json = plane.kubectl_ok(&["create", "--dry-run=client", "-o", "json", "-f", &file.to_string_lossy()])?;
+    Ok(serde_json::from_str(&json)?)
+}
+
+/// The same CRD with `version` as the storage version (and served).
+pub fn stored_as(mut crd: Value, version: &str) -> Value {
+    for entry in crd["spec"]["versions"].as_array_mut().into_iter().flatten() {
+        let this = entry["name"] == version;
+        entry["storage"] = Value::Bool(this);
+        if this {
+            entry["served"] = Value::Bool(true);
+        }
+    }
+    crd
+}
+
+/// The same CRD without `version`.
+pub fn without(mut crd: Value, version: &str) -> Value {
+    if let Some(versions) = crd["spec"]["versions"].as_array_mut() {
+        versions.retain(|v| v["name"] != version);
+    }
+    crd
+}
+
+fn api(client: &Client) -> Api<CustomResourceDefinition> {
+    Api::all(client.clone())
+}
+
+/// Writes a CRD as `manager` does with a plain update (clusterctl and `kubectl replace` do so):
+/// the whole spec is replaced. With `dry_run`, the API server only validates it.
+pub async fn put(client: &Client, manifest: &Value, manager: &str, dry_run: bool) -> Result<CustomResourceDefinition> {
+    let mut crd: CustomResourceDefinition = serde_json::from_value(manifest.clone())?;
+    let name = crd.metadata.name.clone().context("a CRD name")?;
+    let params = PostParams { dry_run, field_manager: Some(manager.to_owned()) };
+    match api(client).get_opt(&name).await? {
+        None => Ok(api(client).create(&params, &crd).await?),
+        Some(existing) => {
+            crd.metadata.resource_version = existing.metadata.resource_version;
+            Ok(api(client).replace(&name, &params, &crd).await?)
+        }
+    }
+}
+
+/// Waits until the API server serves the CRD's current spec.
+pub fn wait_established(plane: &ControlPlane, name: &str) -> Result<()> {
+    plane.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd", name])?;
+    // Established is set once per CRD; a changed spec is served after the discovery refresh.
+    std::thread::sleep(Duration::from_secs(2));
+    Ok(())
+}
+
+/// `status.storedVersions` of a CRD.
+pub async fn stored_versions(client: &Client, name: &str) -> Result<Vec<String>> {
+    Ok(api(client).get(name).await?.status.and_then(|s| s.stored_versions).unwrap_or_default())
+}
+
+/// Deletes ferro-ipam's pool CRDs the control plane installed, then builds the in-cluster
+/// provider's history: its manifests with `v1alpha1` as the storage version (as its early
+/// releases had). The caller stores pools while they are installed, then upgrades.
+pub async fn install_early_in_cluster(plane: &ControlPlane, client: &Client) -> Result<()> {
+    for name in POOL_CRDS {
+        plane.kubectl_ok(&["delete", "crd", name, "--wait=true", "--timeout=60s"])?;
+    }
+    for name in POOL_CRDS {
+        let early = stored_as(manifest(plane, &upstream_file(plane, name))?, "v1alpha1");
+        put(client, &early, "clusterctl", false).await?;
+        wait_established(plane, name)?;
+    }
+    Ok(())
+}
+
+/// Upgrades (or moves back) to the in-cluster provider's v1.1.0 manifests, as clusterctl would.
+pub async fn install_in_cluster(plane: &ControlPlane, client: &Client) -> Result<()> {
+    for name in POOL_CRDS {
+        put(client, &manifest(plane, &upstream_file(plane, name))?, "clusterctl", false).await?;
+        wait_established(plane, name)?;
+    }
+    Ok(())
+}
+
+/// Replaces the pool CRDs with ferro-ipam's, the way the runbook says (`kubectl replace`).
+pub fn install_ferro_ipam(plane: &ControlPlane) -> Result<()> {
+    for name in POOL_CRDS {
+        plane.kubectl_ok(&["replace", "-f", &ours_file(name).to_string_lossy()])?;
+        wait_established(plane, name)?;
+    }
+    Ok(())
+}
+
+/// Checks that the API server refuses ferro-ipam's CRD without `v1alpha1` while that version is
+/// listed in `status.storedVersions`: the reason ferro-ipam keeps it (not served).
+pub async fn dropping_v1alpha1_is_refused(plane: &ControlPlane, client: &Client) -> Result<()> {
+    for name in POOL_CRDS {
+        let stripped = without(manifest(plane, &ours_file(name))?, "v1alpha1");
+        match put(client, &stripped, "e2e", true).await {
+            Err(error) if error.to_string().contains("storedVersions") => {}
+            Err(error) => bail!("{name} without v1alpha1 was refused for another reason: {error:#}"),
+            Ok(_) => bail!("{name} without v1alpha1 was accepted although v1alpha1 is a stored version"),
+        }
+    }
+    Ok(())
+}

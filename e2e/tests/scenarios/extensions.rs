@@ -1,0 +1,107 @@
+//! ferro-ipam's extensions: dual-stack pools and requested addresses.
+
+use ferro_ipam_e2e::invariants;
+use ferro_ipam_e2e::objects::Scope;
+use serde_json::json;
+
+use crate::PROMPTLY;
+
+fn dual_stack_pool() -> serde_json::Value {
+    json!({
+        "addresses": ["10.50.0.10-10.50.0.20"], "prefix": 24, "gateway": "10.50.0.1",
+        "dualStack": {"addresses": ["fd00:50::10-fd00:50::20"], "prefix": 64, "gateway": "fd00:50::1", "excludedAddresses": ["fd00:50::10"]},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dual_stack_pool_hands_out_each_family_with_its_prefix_and_gateway() {
+    let s = Scope::new("dual-stack").await;
+    let _p = s.provider();
+    s.pool("pool", dual_stack_pool()).await.unwrap();
+    s.claim("plain", "InClusterIPPool", "pool").await.unwrap();
+    s.claim_with("v6", "InClusterIPPool", "pool", json!({"annotations": {"ferro-ipam.dev/ip-family": "IPv6"}}))
+        .await
+        .unwrap();
+    let plain = s.wait_allocated("plain", PROMPTLY).await.unwrap();
+    assert_eq!(
+        (plain.spec.address.as_str(), plain.spec.prefix, plain.spec.gateway.as_deref()),
+        ("10.50.0.10", 24, Some("10.50.0.1"))
+    );
+    let v6 = s.wait_allocated("v6", PROMPTLY).await.unwrap();
+    assert_eq!(
+        (v6.spec.address.as_str(), v6.spec.prefix, v6.spec.gateway.as_deref()),
+        ("fd00:50::11", 64, Some("fd00:50::1"))
+    );
+    s.eventually("status counts each family", PROMPTLY, || async {
+        let status = s.pools().get("pool").await.unwrap().status.unwrap_or_default();
+        let families: Vec<(String, String, String)> =
+            status.families.iter().map(|f| (f.family.clone(), f.total.clone(), f.used.clone())).collect();
+        families == [("IPv4".into(), "11".into(), "1".into()), ("IPv6".into(), "16".into(), "1".into())]
+            && status.ip_addresses.is_some_and(|c| c.total == 27 && c.used == 2)
+    })
+    .await
+    .unwrap();
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn capic_style_machine_gets_both_families_from_one_dual_stack_pool() {
+    let s = Scope::new("dual-stack-capic").await;
+    let _p = s.provider();
+    s.pool("pool", dual_stack_pool()).await.unwrap();
+    s.claim("nic-machine-0-ipv4", "InClusterIPPool", "pool").await.unwrap();
+    s.claim("nic-machine-0-ipv6", "InClusterIPPool", "pool").await.unwrap();
+    assert_eq!(s.wait_allocated("nic-machine-0-ipv4", PROMPTLY).await.unwrap().spec.address, "10.50.0.10");
+    assert_eq!(s.wait_allocated("nic-machine-0-ipv6", PROMPTLY).await.unwrap().spec.address, "fd00:50::11");
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dual_stack_block_of_the_same_family_is_refused_by_the_api_server() {
+    let s = Scope::new("dual-stack-refused").await;
+    let error = s
+        .pool(
+            "pool",
+            json!({"addresses": ["10.51.0.1"], "prefix": 24, "dualStack": {"addresses": ["10.52.0.1"], "prefix": 24}}),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("spec.dualStack.addresses must be of the other IP family"), "{error}");
+    let error = s
+        .pool("pool", json!({"addresses": ["10.51.0.1"], "prefix": 24, "dualStack": {"addresses": ["fd00::1"], "prefix": 64, "gateway": "10.51.0.254"}}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("spec.dualStack.gateway: provided gateway and addresses are of mixed IP families"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requested_address_is_granted_when_free_and_refused_with_the_reason_otherwise() {
+    let s = Scope::new("requested").await;
+    let _p = s.provider();
+    s.pool("pool", json!({"addresses": ["10.53.0.1-10.53.0.20"], "prefix": 24, "gateway": "10.53.0.1", "excludedAddresses": ["10.53.0.15"]})).await.unwrap();
+    let ask = |ip: &str| json!({"annotations": {"ferro-ipam.dev/requested-address": ip}});
+    s.claim_with("wants-17", "InClusterIPPool", "pool", ask("10.53.0.17")).await.unwrap();
+    assert_eq!(s.wait_allocated("wants-17", PROMPTLY).await.unwrap().spec.address, "10.53.0.17");
+    for (name, ip, why) in [
+        ("taken", "10.53.0.17", "taken by"),
+        ("excluded", "10.53.0.15", "excludedAddresses"),
+        ("gateway", "10.53.0.1", "gateway"),
+        ("outside", "10.99.0.1", "not in the pool"),
+        ("garbage", "ten", "is not an IP address"),
+    ] {
+        s.claim_with(name, "InClusterIPPool", "pool", ask(ip)).await.unwrap();
+        let message = s.wait_reason(name, "AllocationFailed", PROMPTLY).await.unwrap();
+        assert!(message.contains(why), "{name}: {message}");
+        assert!(s.addresses().get_opt(name).await.unwrap().is_none(), "{name}: never silently another address");
+    }
+    let taken = s.wait_reason("taken", "AllocationFailed", PROMPTLY).await.unwrap();
+    assert!(taken.contains(&format!("{}/wants-17", s.ns)), "names the holder: {taken}");
+    let events = s.events_about("IPAddressClaim", "taken").await.unwrap();
+    assert!(events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "AllocationFailed"), "{events:?}");
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}
