@@ -84,6 +84,11 @@ pub struct RunFlags {
     #[arg(long, env = "FERRO_IPAM_LOG", default_value = "info")]
     pub log_level: String,
 
+    /// Seconds a deleted claim's address is kept for a new claim of the same namespace and name
+    /// (sticky addresses; it goes to others earlier only if the pool is otherwise full). 0: off.
+    #[arg(long, default_value_t = 600)]
+    pub sticky_address_seconds: u64,
+
     /// How many claims are reconciled at once.
     #[arg(long, default_value_t = 64)]
     pub claim_concurrency: u16,

@@ -141,10 +141,26 @@ pub struct IPPoolStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["family"]))]
     pub families: Vec<FamilyCounts>,
 
+    /// Addresses of recently deleted claims, kept for a claim of the same namespace and name
+    /// until `until` (sticky addresses). Handed to others only when the pool is otherwise full.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub recently_released: Vec<ReleasedAddress>,
+
     /// `Ready` tells whether the pool can hand out addresses, and why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// An address kept for the claim that held it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ReleasedAddress {
+    pub address: String,
+    /// `<namespace>/<name>` of the deleted claim.
+    pub claim: String,
+    /// When the address stops being kept (RFC 3339).
+    pub until: String,
 }
 
 /// Pool-wide counts, compatible with the in-cluster provider's status.

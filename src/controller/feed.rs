@@ -140,7 +140,7 @@ impl PoolFeed {
 
     fn observe<K: PoolObject>(&mut self, pool: &K) {
         let key = pool.key();
-        self.index.upsert_pool(&key, pool.spec(), pool.facts());
+        self.index.upsert_pool(&key, pool.spec(), pool.facts(), &pool.remembered());
         self.known.insert(key);
     }
 

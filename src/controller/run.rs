@@ -44,6 +44,8 @@ pub struct Settings {
     pub claim_concurrency: u16,
     /// Name of this instance, for Events.
     pub instance: Option<String>,
+    /// How long a deleted claim's address is kept for a claim of the same name.
+    pub sticky: Duration,
 }
 
 impl Settings {
@@ -182,7 +184,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     let shutdown = futures::FutureExt::shared(shutdown);
-    let (index, index_triggers) = Index::new();
+    let (index, index_triggers) = Index::new(settings.sticky);
     let gate = readiness_gate(&index, 3);
 
     let claim_resource = served.ipam.claim_resource();
@@ -303,6 +305,7 @@ pub async fn run(
         // From now on, keep the gauge of waiting claims current.
         loop {
             metrics.claims_waiting.set(i64::try_from(ready_index.waiting_claims()).unwrap_or(i64::MAX));
+            ready_index.expire_remembered();
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     };

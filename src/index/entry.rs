@@ -9,6 +9,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
 
 use super::keys::HolderKey;
@@ -45,14 +47,20 @@ struct Holds {
 
 impl Holds {
     fn uses(&self, ip: IpAddr) -> bool {
-        self.object == Some(ip) || self.claim == Some(ip)
+        self.all().contains(&Some(ip))
+    }
+
+    fn all(&self) -> [Option<IpAddr>; 2] {
+        [self.object, self.claim]
     }
 }
 
-/// Which of a holder's two holds a change is about.
+/// Which of a holder's holds a change is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HoldKind {
+    /// The `IPAddress` object that records the address.
     Object,
+    /// The claim, from allocation until it is released.
     Claim,
 }
 
@@ -63,6 +71,10 @@ pub struct PoolEntry {
     holds: HashMap<HolderKey, Holds>,
     users: HashMap<IpAddr, Vec<HolderKey>>,
     waiting: BTreeSet<HolderKey>,
+    /// The address each recently released claim had, and until when it is remembered. A
+    /// memory reserves nothing: the address is free for anyone, and a claim of the same name
+    /// gets it back only if nobody took it meanwhile.
+    remembered: HashMap<HolderKey, (IpAddr, Timestamp)>,
 }
 
 impl Default for PoolEntry {
@@ -72,6 +84,7 @@ impl Default for PoolEntry {
             holds: HashMap::new(),
             users: HashMap::new(),
             waiting: BTreeSet::new(),
+            remembered: HashMap::new(),
         }
     }
 }
@@ -125,17 +138,21 @@ impl PoolEntry {
             self.holds.insert(holder.clone(), holds);
         }
         let mut freed = false;
-        for old in [before.object, before.claim].into_iter().flatten() {
+        for old in before.all().into_iter().flatten() {
             if before.uses(old) && !holds.uses(old) {
                 freed |= self.drop_user(old, holder);
             }
         }
-        for new in [holds.object, holds.claim].into_iter().flatten() {
+        for new in holds.all().into_iter().flatten() {
             if holds.uses(new) && !before.uses(new) {
                 self.add_user(new, holder);
             }
         }
         freed
+    }
+
+    fn allocator_for_family(&mut self, family: Family) -> Option<&mut FamilyPool> {
+        self.allocators.as_mut().ok()?.iter_mut().find(|p| p.family() == family)
     }
 
     fn allocator_for(&mut self, ip: IpAddr) -> Option<&mut FamilyPool> {
@@ -167,6 +184,28 @@ impl PoolEntry {
         self.allocator_for(ip).is_some_and(|pool| pool.release(ip))
     }
 
+    /// Remembers a released claim's address for a claim of the same name until `until`.
+    pub fn remember(&mut self, holder: &HolderKey, ip: IpAddr, until: Timestamp) {
+        self.remembered.insert(holder.clone(), (ip, until));
+    }
+
+    /// Forgets memories whose time is up.
+    pub fn expire_remembered(&mut self, now: Timestamp) {
+        self.remembered.retain(|_, (_, until)| *until > now);
+    }
+
+    /// The addresses remembered for released claims, with their deadlines.
+    pub fn remembered(&self) -> Vec<(HolderKey, IpAddr, Timestamp)> {
+        let mut all: Vec<_> = self.remembered.iter().map(|(h, (ip, until))| (h.clone(), *ip, *until)).collect();
+        all.sort();
+        all
+    }
+
+    /// How many holders hold an address.
+    pub fn users_of(&self, ip: IpAddr) -> usize {
+        self.users.get(&ip).map_or(0, Vec::len)
+    }
+
     /// The address a holder's claim holds, if any.
     pub fn claim_hold(&self, holder: &HolderKey) -> Option<IpAddr> {
         self.holds.get(holder).and_then(|h| h.claim)
@@ -186,20 +225,39 @@ impl PoolEntry {
             self.set_hold(holder, HoldKind::Claim, Some(ip));
             return Ok(ip);
         }
-        let pools = self.allocators.as_mut().map_err(|why| {
-            if why.is_empty() { AllocError::PoolMissing } else { AllocError::PoolInvalid(why.clone()) }
-        })?;
-        let family = match request.family {
-            Some(f) => f,
-            None => pools.first().map(FamilyPool::family).ok_or(AllocError::PoolMissing)?,
+        // A claim re-created under the same name gets its remembered address back when it is
+        // still free, unless it asks for something else.
+        let request = match self.remembered.remove(holder) {
+            Some((ip, _))
+                if request.address.is_none()
+                    && request.family.is_none_or(|f| f == Family::of(ip))
+                    && self.users_of(ip) == 0
+                    && self.allocator_for(ip).is_some_and(|p| p.check(ip).is_ok() && !p.is_allocated(ip)) =>
+            {
+                Request { address: Some(ip), family: Some(Family::of(ip)) }
+            }
+            _ => request,
         };
-        let pool = pools.iter_mut().find(|p| p.family() == family).ok_or(AllocError::FamilyNotInPool(family))?;
+        let family = {
+            let pools = self.allocators.as_ref().map_err(|why| {
+                if why.is_empty() { AllocError::PoolMissing } else { AllocError::PoolInvalid(why.clone()) }
+            })?;
+            let family = match request.family {
+                Some(f) => f,
+                None => pools.first().map(FamilyPool::family).ok_or(AllocError::PoolMissing)?,
+            };
+            pools.iter().find(|p| p.family() == family).ok_or(AllocError::FamilyNotInPool(family))?;
+            family
+        };
+        if let Some(address) = request.address
+            && let Some(holders) = self.users.get(&address)
+        {
+            let taken_by = holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            return Err(AllocError::Requested { address, reason: format!("it is taken by {taken_by}") });
+        }
+        let pool = self.allocator_for_family(family).ok_or(AllocError::FamilyNotInPool(family))?;
         let ip = match request.address {
             Some(ip) => {
-                if let Some(holders) = self.users.get(&ip) {
-                    let taken_by = holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-                    return Err(AllocError::Requested { address: ip, reason: format!("it is taken by {taken_by}") });
-                }
                 pool.allocate(ip)
                     .map_err(|e: AllocateError| AllocError::Requested { address: ip, reason: e.to_string() })?;
                 ip

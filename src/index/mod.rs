@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use tokio::sync::{mpsc, watch};
 
 pub use entry::{AllocError, HoldKind, PoolEntry, Request};
@@ -56,6 +57,8 @@ struct Slot {
 #[derive(Clone)]
 pub struct Index {
     pools: Arc<RwLock<HashMap<PoolKey, Arc<Mutex<Slot>>>>>,
+    /// How long a released claim's address is kept for a claim of the same name (zero: not at all).
+    sticky: SignedDuration,
     triggers: mpsc::UnboundedSender<Trigger>,
     ready: Arc<watch::Sender<bool>>,
 }
@@ -67,11 +70,13 @@ fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
 }
 
 impl Index {
-    /// A new, not yet ready index, and the stream of triggers it emits.
-    pub fn new() -> (Index, mpsc::UnboundedReceiver<Trigger>) {
+    /// A new, not yet ready index, and the stream of triggers it emits. Released addresses are
+    /// kept for `sticky` for a claim of the same namespace and name.
+    pub fn new(sticky: std::time::Duration) -> (Index, mpsc::UnboundedReceiver<Trigger>) {
         let (triggers, receiver) = mpsc::unbounded_channel();
         let (ready, _) = watch::channel(false);
-        let index = Index { pools: Arc::default(), triggers, ready: Arc::new(ready) };
+        let sticky = SignedDuration::try_from(sticky).unwrap_or(SignedDuration::MAX);
+        let index = Index { pools: Arc::default(), sticky, triggers, ready: Arc::new(ready) };
         (index, receiver)
     }
 
@@ -120,9 +125,23 @@ impl Index {
 
     /// A pool object was seen (created or changed). Rebuilds its allocators when the spec changed.
     /// Returns the held addresses that lie outside the (new) pool.
-    pub fn upsert_pool(&self, key: &PoolKey, spec: &IPPoolSpec, facts: PoolFacts) -> Vec<IpAddr> {
+    pub fn upsert_pool(
+        &self,
+        key: &PoolKey,
+        spec: &IPPoolSpec,
+        facts: PoolFacts,
+        remembered: &[(HolderKey, IpAddr, Timestamp)],
+    ) -> Vec<IpAddr> {
         let slot = self.slot(key);
         let mut slot = lock(&slot);
+        if slot.spec.is_none() && !self.sticky.is_zero() {
+            // First sight of the pool (start-up, leader change): take the addresses its status
+            // remembers for released claims.
+            let now = Timestamp::now();
+            for (holder, ip, until) in remembered.iter().filter(|(_, _, until)| *until > now) {
+                slot.entry.remember(holder, *ip, *until);
+            }
+        }
         let facts_changed = slot.facts.as_ref() != Some(&facts);
         slot.facts = Some(facts);
         let outside = if slot.spec.as_ref() != Some(spec) {
@@ -196,14 +215,30 @@ impl Index {
         lock(&self.slot(pool)).entry.wait_for_room(holder);
     }
 
-    /// Drops a claim's hold and its wait.
+    /// Drops a claim's hold and its wait. Its address is remembered for a claim of the same name
+    /// for the sticky window (it is free for anyone meanwhile).
     pub fn release_claim(&self, pool: &PoolKey, holder: &HolderKey) {
         if let Some(slot) = self.existing_slot(pool) {
             let mut slot = lock(&slot);
             slot.entry.stop_waiting(holder);
+            if let Some(ip) = slot.entry.claim_hold(holder)
+                && !self.sticky.is_zero()
+            {
+                let until = Timestamp::now().saturating_add(self.sticky).unwrap_or(Timestamp::MAX);
+                slot.entry.remember(holder, ip, until);
+            }
             if slot.entry.set_hold(holder, HoldKind::Claim, None) {
                 self.wake_waiting(&mut slot);
             }
+        }
+    }
+
+    /// Forgets remembered addresses whose time is up, in every pool.
+    pub fn expire_remembered(&self) {
+        let now = Timestamp::now();
+        let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        for slot in slots {
+            lock(&slot).entry.expire_remembered(now);
         }
     }
 
@@ -221,3 +256,6 @@ impl Index {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

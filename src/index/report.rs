@@ -35,6 +35,8 @@ pub struct PoolReport {
     pub address_objects: usize,
     /// Addresses held by anyone.
     pub held: usize,
+    /// Addresses remembered for released claims, with their deadlines.
+    pub remembered: Vec<(HolderKey, IpAddr, k8s_openapi::jiff::Timestamp)>,
 }
 
 impl PoolReport {
@@ -43,6 +45,7 @@ impl PoolReport {
             address_objects: entry.address_objects(),
             held: entry.held_addresses(),
             conflicts: entry.conflicts(),
+            remembered: entry.remembered(),
             ..PoolReport::default()
         };
         match entry.allocators() {

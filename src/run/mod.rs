@@ -112,6 +112,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         watch_filter: flags.watch_filter.clone(),
         claim_concurrency: flags.claim_concurrency,
         instance: Some(identity.clone()),
+        sticky: Duration::from_secs(flags.sticky_address_seconds),
     };
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());

@@ -105,3 +105,63 @@ async fn requested_address_is_granted_when_free_and_refused_with_the_reason_othe
     assert!(events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "AllocationFailed"), "{events:?}");
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recreated_claim_gets_its_previous_address_back_across_a_restart() {
+    let s = Scope::new("sticky").await;
+    let mut provider = s.provider();
+    s.pool("pool", json!({"addresses": ["10.54.0.1-10.54.0.9"], "prefix": 24})).await.unwrap();
+    for name in ["a", "vm-0", "b"] {
+        s.claim(name, "InClusterIPPool", "pool").await.unwrap();
+        s.wait_allocated(name, PROMPTLY).await.unwrap();
+    }
+    let before = s.addresses().get("vm-0").await.unwrap().spec.address;
+    assert_eq!(before, "10.54.0.2");
+    // The machine is re-created: its claim deleted, then made again under the same name. "a" goes
+    // too, so a lower address is free when the claim comes back.
+    for name in ["a", "vm-0"] {
+        s.delete_claim(name).await.unwrap();
+    }
+    s.eventually("the claims are gone", PROMPTLY, || async {
+        s.claims().get_opt("vm-0").await.unwrap().is_none() && s.claims().get_opt("a").await.unwrap().is_none()
+    })
+    .await
+    .unwrap();
+    s.eventually("the pool status remembers the address", PROMPTLY, || async {
+        let status = s.pools().get("pool").await.unwrap().status.unwrap_or_default();
+        status.recently_released.iter().any(|r| r.address == before && r.claim == format!("{}/vm-0", s.ns))
+    })
+    .await
+    .unwrap();
+    // The provider restarts before the claim comes back: the memory is in the pool's status.
+    provider.kill();
+    let _provider = s.provider();
+    s.claim("vm-0", "InClusterIPPool", "pool").await.unwrap();
+    assert_eq!(
+        s.wait_allocated("vm-0", PROMPTLY).await.unwrap().spec.address,
+        before,
+        "its own address, not the lowest free"
+    );
+    s.claim("c", "InClusterIPPool", "pool").await.unwrap();
+    assert_eq!(s.wait_allocated("c", PROMPTLY).await.unwrap().spec.address, "10.54.0.1");
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remembered_address_taken_meanwhile_is_not_taken_back() {
+    let s = Scope::new("sticky-taken").await;
+    let _p = s.provider();
+    s.pool("pool", json!({"addresses": ["10.55.0.1-10.55.0.5"], "prefix": 24})).await.unwrap();
+    s.claim("vm-0", "InClusterIPPool", "pool").await.unwrap();
+    assert_eq!(s.wait_allocated("vm-0", PROMPTLY).await.unwrap().spec.address, "10.55.0.1");
+    s.delete_claim("vm-0").await.unwrap();
+    s.eventually("the claim is gone", PROMPTLY, || async { s.claims().get_opt("vm-0").await.unwrap().is_none() })
+        .await
+        .unwrap();
+    // Lowest free first for everyone else, as in the in-cluster provider.
+    s.claim("other", "InClusterIPPool", "pool").await.unwrap();
+    assert_eq!(s.wait_allocated("other", PROMPTLY).await.unwrap().spec.address, "10.55.0.1");
+    s.claim("vm-0", "InClusterIPPool", "pool").await.unwrap();
+    assert_eq!(s.wait_allocated("vm-0", PROMPTLY).await.unwrap().spec.address, "10.55.0.2");
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}

@@ -122,9 +122,10 @@ async fn single_ip_pools_hand_out_their_one_address() {
     s.pool("v6", json!({"addresses": ["fd00:7::7"], "prefix": 64})).await.unwrap();
     s.claim("a", "InClusterIPPool", "v4").await.unwrap();
     s.claim("b", "InClusterIPPool", "v6").await.unwrap();
-    s.claim("c", "InClusterIPPool", "v4").await.unwrap();
     assert_eq!(s.wait_allocated("a", PROMPTLY).await.unwrap().spec.address, "192.168.7.7");
     assert_eq!(s.wait_allocated("b", PROMPTLY).await.unwrap().spec.address, "fd00:7::7");
+    // Only after "a" holds the one address: created at once, either claim could win it.
+    s.claim("c", "InClusterIPPool", "v4").await.unwrap();
     s.wait_reason("c", "PoolExhausted", PROMPTLY).await.unwrap();
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }

@@ -53,7 +53,7 @@ fn counter() -> (Arc<AtomicUsize>, impl FnOnce() + Send + 'static) {
 
 #[test]
 fn listed_addresses_are_never_allocated_again() {
-    let (index, _triggers) = Index::new();
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
     let mut pools = PoolFeed::new(index.clone(), listed);
     pools.apply(&Event::Apply(pool("p", &["10.0.0.1-10.0.0.3"])));
@@ -74,7 +74,7 @@ fn listed_addresses_are_never_allocated_again() {
 
 #[test]
 fn readiness_callback_runs_once_after_the_first_listing() {
-    let (index, _triggers) = Index::new();
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (count, listed) = counter();
     let mut addresses = AddressFeed::new(index, listed);
     addresses.apply(&Event::Init);
@@ -87,7 +87,7 @@ fn readiness_callback_runs_once_after_the_first_listing() {
 
 #[test]
 fn relisting_forgets_addresses_deleted_while_the_watch_was_down() {
-    let (index, _triggers) = Index::new();
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
     let mut pools = PoolFeed::new(index.clone(), listed);
     pools.apply(&Event::Apply(pool("p", &["10.0.0.1"])));
@@ -107,7 +107,7 @@ fn relisting_forgets_addresses_deleted_while_the_watch_was_down() {
 
 #[test]
 fn a_deleted_pool_allocates_nothing_but_keeps_its_holders() {
-    let (index, _triggers) = Index::new();
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
     let mut pools = PoolFeed::new(index.clone(), listed);
     let p = pool("p", &["10.0.0.1-10.0.0.2"]);
@@ -127,7 +127,7 @@ fn a_deleted_pool_allocates_nothing_but_keeps_its_holders() {
 
 #[test]
 fn addresses_of_other_providers_pools_are_ignored() {
-    let (index, _triggers) = Index::new();
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
     let mut addresses = AddressFeed::new(index.clone(), listed);
     let mut foreign = address("a", "p", "10.0.0.1");

@@ -3,7 +3,11 @@
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::api::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};
-use crate::index::{PoolFacts, PoolKey};
+use std::net::IpAddr;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::index::{HolderKey, PoolFacts, PoolKey};
 
 use crate::api::keys::{PAUSED_ANNOTATION, PROTECT_POOL_FINALIZER};
 
@@ -17,6 +21,19 @@ pub trait PoolObject:
     /// The API of this kind: for the namespaced kind in `namespace` (all namespaces when None);
     /// the global kind ignores it.
     fn api(client: Client, namespace: Option<&str>) -> Api<Self>;
+
+    /// The addresses its status keeps for released claims (sticky addresses).
+    fn remembered(&self) -> Vec<(HolderKey, IpAddr, Timestamp)> {
+        self.status()
+            .map(|s| s.recently_released.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|r| {
+                let (namespace, name) = r.claim.split_once('/')?;
+                Some((HolderKey::new(namespace, name), r.address.parse().ok()?, r.until.parse().ok()?))
+            })
+            .collect()
+    }
 
     /// What the claim controller needs to know of the pool besides its spec.
     fn facts(&self) -> PoolFacts {

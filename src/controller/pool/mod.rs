@@ -85,6 +85,7 @@ fn status_patch(desired: &crate::api::IPPoolStatus) -> serde_json::Value {
     json!({ "status": {
         "ipAddresses": desired.ip_addresses,
         "families": if desired.families.is_empty() { serde_json::Value::Null } else { json!(desired.families) },
+        "recentlyReleased": if desired.recently_released.is_empty() { serde_json::Value::Null } else { json!(desired.recently_released) },
         "conditions": desired.conditions,
     }})
 }

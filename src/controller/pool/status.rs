@@ -5,7 +5,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::IPPoolStatus;
 use crate::api::conditions::PoolReason;
-use crate::api::pool::{FamilyCounts, IPAddressCounts};
+use crate::api::pool::{FamilyCounts, IPAddressCounts, ReleasedAddress};
 use crate::index::PoolReport;
 
 /// How many addresses a condition message lists before it says "and N more".
@@ -111,7 +111,18 @@ pub fn desired(
         Some(p) if p.status == status => p.last_transition_time.clone(),
         _ => Time(now),
     };
+    let recently_released = report
+        .remembered
+        .iter()
+        .take(256)
+        .map(|(holder, ip, until)| ReleasedAddress {
+            address: ip.to_string(),
+            claim: holder.to_string(),
+            until: until.to_string(),
+        })
+        .collect();
     IPPoolStatus {
+        recently_released,
         ip_addresses: counts,
         families,
         conditions: vec![Condition {

@@ -1,0 +1,110 @@
+//! The index with synthetic holds (no API server).
+
+use std::time::Duration;
+
+use super::*;
+use crate::api::IPPoolSpec;
+
+fn spec(addresses: &[&str]) -> IPPoolSpec {
+    IPPoolSpec { addresses: addresses.iter().map(|a| a.to_string()).collect(), prefix: 24, ..IPPoolSpec::default() }
+}
+
+fn ready_pool(index: &Index, addresses: &[&str]) -> PoolKey {
+    let key = PoolKey::in_cluster("ns", "p");
+    index.upsert_pool(&key, &spec(addresses), PoolFacts::default(), &[]);
+    key
+}
+
+fn holder(name: &str) -> HolderKey {
+    HolderKey::new("ns", name)
+}
+
+#[test]
+fn a_recreated_claim_gets_its_released_address_back_while_it_is_free() {
+    let (index, _t) = Index::new(Duration::from_secs(600));
+    let key = ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
+    let low = index.allocate(&key, &holder("low"), Request::default()).unwrap();
+    let kept = index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    index.release_claim(&key, &holder("low"));
+    index.release_claim(&key, &holder("vm"));
+    // Lower addresses are free, yet the claim of the same name gets its own back.
+    assert_eq!(index.allocate(&key, &holder("vm"), Request::default()), Ok(kept));
+    assert_eq!(index.allocate(&key, &holder("other"), Request::default()), Ok(low));
+}
+
+#[test]
+fn a_remembered_address_reserves_nothing_for_others() {
+    let (index, _t) = Index::new(Duration::from_secs(600));
+    let key = ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
+    let ip = index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    index.release_claim(&key, &holder("vm"));
+    assert_eq!(index.allocate(&key, &holder("other"), Request::default()), Ok(ip), "lowest free first, as ever");
+    let back = index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    assert_ne!(back, ip, "taken meanwhile: the claim gets another address");
+}
+
+#[test]
+fn without_a_sticky_window_nothing_is_remembered() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
+    index.allocate(&key, &holder("low"), Request::default()).unwrap();
+    index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    index.release_claim(&key, &holder("low"));
+    index.release_claim(&key, &holder("vm"));
+    assert_eq!(index.allocate(&key, &holder("vm"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.1".into()));
+    assert!(index.report(&key).remembered.is_empty());
+}
+
+#[test]
+fn remembered_addresses_are_reported_with_their_claim() {
+    let (index, _t) = Index::new(Duration::from_secs(600));
+    let key = ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
+    index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    index.release_claim(&key, &holder("vm"));
+    let report = index.report(&key);
+    assert_eq!((report.families[0].free, report.families[0].used), (5, 0));
+    assert_eq!(report.remembered.len(), 1);
+    assert_eq!(report.remembered[0].0, holder("vm"));
+}
+
+#[test]
+fn remembered_addresses_survive_a_restart_through_the_pool_status() {
+    let (index, _t) = Index::new(Duration::from_secs(600));
+    let key = PoolKey::in_cluster("ns", "p");
+    let until = Timestamp::now().saturating_add(SignedDuration::from_secs(60)).unwrap();
+    let remembered = [(holder("vm"), "10.0.0.3".parse().unwrap(), until)];
+    index.upsert_pool(&key, &spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &remembered);
+    assert_eq!(index.allocate(&key, &holder("vm"), Request::default()).map(|ip| ip.to_string()), Ok("10.0.0.3".into()));
+}
+
+#[test]
+fn expired_memories_are_forgotten() {
+    let (index, _t) = Index::new(Duration::from_secs(600));
+    let key = PoolKey::in_cluster("ns", "p");
+    let past = Timestamp::now().saturating_sub(SignedDuration::from_secs(1)).unwrap();
+    let remembered = [(holder("vm"), "10.0.0.3".parse().unwrap(), past)];
+    index.upsert_pool(&key, &spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &remembered);
+    assert_eq!(index.allocate(&key, &holder("vm"), Request::default()).map(|ip| ip.to_string()), Ok("10.0.0.1".into()));
+}
+
+#[test]
+fn an_explicit_request_wins_over_a_memory() {
+    let (index, _t) = Index::new(Duration::from_secs(600));
+    let key = ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
+    index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    index.release_claim(&key, &holder("vm"));
+    let wanted = "10.0.0.4".parse().unwrap();
+    assert_eq!(index.allocate(&key, &holder("vm"), Request { address: Some(wanted), family: None }), Ok(wanted));
+}
+
+#[test]
+fn two_objects_on_one_address_are_reported_as_a_conflict_and_the_address_stays_taken() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = ready_pool(&index, &["10.0.0.1-10.0.0.2"]);
+    let ip = "10.0.0.1".parse().unwrap();
+    index.set_hold(&key, &holder("a"), HoldKind::Object, Some(ip));
+    index.set_hold(&key, &holder("b"), HoldKind::Object, Some(ip));
+    assert_eq!(index.report(&key).conflicts, vec![(ip, vec![holder("a"), holder("b")])]);
+    index.set_hold(&key, &holder("a"), HoldKind::Object, None);
+    assert_eq!(index.allocate(&key, &holder("c"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.2".into()));
+}
