@@ -86,6 +86,8 @@ pub struct Metrics {
     registry: Registry,
     pub pool_addresses: Family<AddressLabels, Gauge<f64, AtomicU64>>,
     pub pool_conflicts: Family<PoolLabels, Gauge>,
+    pub pool_overlaps: Family<PoolLabels, Gauge>,
+    pub pool_unclaimed: Family<PoolLabels, Gauge>,
     pub allocations: Family<PoolLabels, Counter>,
     pub releases: Family<PoolLabels, Counter>,
     pub exhaustions: Family<PoolLabels, Counter>,
@@ -110,6 +112,8 @@ impl Metrics {
         let metrics = Metrics {
             pool_addresses: Family::default(),
             pool_conflicts: Family::default(),
+            pool_overlaps: Family::default(),
+            pool_unclaimed: Family::default(),
             allocations: Family::default(),
             releases: Family::default(),
             exhaustions: Family::default(),
@@ -134,6 +138,16 @@ impl Metrics {
             "pool_conflicts",
             "Addresses of a pool held by more than one IPAddress",
             metrics.pool_conflicts.clone(),
+        );
+        registry.register(
+            "pool_overlaps",
+            "Other pools sharing this pool's address space whose ranges intersect it",
+            metrics.pool_overlaps.clone(),
+        );
+        registry.register(
+            "pool_unclaimed_addresses",
+            "IPAddress objects in the pool that no claim owns (not allocated by ferro-ipam)",
+            metrics.pool_unclaimed.clone(),
         );
         registry.register("allocations", "Addresses allocated to claims", metrics.allocations.clone());
         registry.register("releases", "Addresses released by deleted claims", metrics.releases.clone());
@@ -204,6 +218,8 @@ impl Metrics {
             }
         }
         self.pool_conflicts.get_or_create(&pool).set(report.conflicts.len() as i64);
+        self.pool_overlaps.get_or_create(&pool).set(report.overlaps.len() as i64);
+        self.pool_unclaimed.get_or_create(&pool).set(report.unclaimed.len() as i64);
     }
 
     /// Drops every series of a deleted pool.
@@ -221,9 +237,22 @@ impl Metrics {
             }
         }
         self.pool_conflicts.remove(&pool);
+        self.pool_overlaps.remove(&pool);
+        self.pool_unclaimed.remove(&pool);
         self.allocations.remove(&pool);
         self.releases.remove(&pool);
         self.exhaustions.remove(&pool);
+    }
+
+    /// A replica that lost the lease stops reporting what only the leader knows: its pool
+    /// gauges and waiting claims would go stale, and the reconciles cancelled with its term
+    /// would stay "in flight". Counters keep counting what this process did.
+    pub fn stand_by(&self) {
+        self.leader.set(0);
+        self.pool_addresses.clear();
+        self.pool_conflicts.clear();
+        self.claims_waiting.set(0);
+        self.reconciles_in_flight.clear();
     }
 
     /// Counts one reconcile of `controller` that took `took`, and its error if it failed.
@@ -259,6 +288,29 @@ mod tests {
         assert!(text.contains("ferro_ipam_build_info"));
         metrics.forget_pool(&key);
         assert!(!metrics.encode().contains(r#"pool="nodes""#));
+    }
+
+    #[test]
+    fn standing_by_drops_the_leaders_pool_series_and_keeps_counters() {
+        let metrics = Metrics::new();
+        let key = PoolKey::in_cluster("ns", "nodes");
+        let report = PoolReport {
+            families: vec![FamilyReport { family: Some(IpFamily::V4), total: 10, used: 4, free: 6, out_of_range: 0 }],
+            ..PoolReport::default()
+        };
+        metrics.leader.set(1);
+        metrics.set_pool(&key, &report);
+        metrics.allocations.get_or_create(&PoolLabels::of(&key)).inc();
+        metrics.reconciles_in_flight.get_or_create(&ControllerLabels { controller: "claim".into() }).inc();
+        metrics.stand_by();
+        let text = metrics.encode();
+        assert!(!text.contains("ferro_ipam_pool_addresses{"), "{text}");
+        assert!(!text.contains("ferro_ipam_reconciles_in_flight{"), "{text}");
+        assert!(text.contains("ferro_ipam_leader 0"), "{text}");
+        assert!(
+            text.contains(r#"ferro_ipam_allocations_total{kind="InClusterIPPool",namespace="ns",pool="nodes"} 1"#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub enum PoolReason {
     Exhausted,
     /// The addresses leave nothing to hand out (all reserved, excluded or the gateway).
     NoAllocatableAddresses,
+    /// The pool's ranges intersect another pool's that shares its address space.
+    OverlapsOtherPools,
+    /// `IPAddress` objects with no claim of their name hold addresses of the pool.
+    UnclaimedAddresses,
     /// One address is held by more than one `IPAddress`.
     AddressConflict,
     /// The pool is being deleted but addresses still reference it.
@@ -51,6 +55,8 @@ impl PoolReason {
             PoolReason::AddressesOutOfRange => "AddressesOutOfRange",
             PoolReason::Exhausted => "Exhausted",
             PoolReason::AddressConflict => "AddressConflict",
+            PoolReason::OverlapsOtherPools => "OverlapsOtherPools",
+            PoolReason::UnclaimedAddresses => "UnclaimedAddresses",
             PoolReason::NoAllocatableAddresses => "NoAllocatableAddresses",
             PoolReason::Deleting => "Deleting",
         }

@@ -166,7 +166,6 @@ where
         return future::Either::Left(drain(events));
     }
     let controller = Controller::for_stream(events.touched_objects(), store)
-        .with_config(ControllerConfig::default().debounce(Duration::from_millis(300)))
         .reconcile_on(UnboundedReceiverStream::new(triggers))
         .graceful_shutdown_on(shutdown)
         .run(|pool, ctx| instrumented("pool", pool, ctx, pool::reconcile::<K>), error_policy, ctx);
@@ -242,11 +241,13 @@ pub async fn run(
         claim_resource: claim_resource.clone(),
         address_resource,
         addresses,
+        claims: claims.clone(),
         clusters,
         recorder: Recorder::new(client.clone(), reporter),
         metrics: metrics.clone(),
         first_seen: Default::default(),
         only_namespace: settings.namespace.clone(),
+        pool_writes: super::context::WriteThrottle::new(Duration::from_millis(500)),
     });
 
     // Index triggers -> the claim and pool controllers.

@@ -11,7 +11,12 @@ use std::net::IpAddr;
 
 use k8s_openapi::jiff::Timestamp;
 
+use std::sync::Arc;
+
 use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
+
+use super::keys::PoolKey;
+use super::registry::Registry;
 
 use super::keys::HolderKey;
 
@@ -65,8 +70,9 @@ pub enum HoldKind {
 }
 
 /// One pool's state.
-#[derive(Debug)]
 pub struct PoolEntry {
+    key: Arc<PoolKey>,
+    registry: Arc<Registry>,
     allocators: Result<Vec<FamilyPool>, String>,
     holds: HashMap<HolderKey, Holds>,
     users: HashMap<IpAddr, Vec<HolderKey>>,
@@ -75,11 +81,16 @@ pub struct PoolEntry {
     /// memory reserves nothing: the address is free for anyone, and a claim of the same name
     /// gets it back only if nobody took it meanwhile.
     remembered: HashMap<HolderKey, (IpAddr, Timestamp)>,
+    /// Addresses this pool's allocator skips because an overlapping pool holds them.
+    foreign: BTreeSet<IpAddr>,
 }
 
-impl Default for PoolEntry {
-    fn default() -> Self {
+impl PoolEntry {
+    pub fn new(key: PoolKey, registry: Arc<Registry>) -> Self {
         PoolEntry {
+            key: Arc::new(key),
+            registry,
+            foreign: BTreeSet::new(),
             allocators: Err(String::new()),
             holds: HashMap::new(),
             users: HashMap::new(),
@@ -87,9 +98,7 @@ impl Default for PoolEntry {
             remembered: HashMap::new(),
         }
     }
-}
 
-impl PoolEntry {
     /// Whether the pool object is known and valid.
     pub fn is_serviceable(&self) -> bool {
         self.allocators.is_ok()
@@ -99,6 +108,7 @@ impl PoolEntry {
     /// Returns the held addresses that now lie outside the pool.
     pub fn set_allocators(&mut self, allocators: Result<Vec<FamilyPool>, String>) -> Vec<IpAddr> {
         self.allocators = allocators;
+        self.foreign.clear();
         let mut outside = Vec::new();
         if let Ok(pools) = self.allocators.as_mut() {
             for &ip in self.users.keys() {
@@ -151,10 +161,6 @@ impl PoolEntry {
         freed
     }
 
-    fn allocator_for_family(&mut self, family: Family) -> Option<&mut FamilyPool> {
-        self.allocators.as_mut().ok()?.iter_mut().find(|p| p.family() == family)
-    }
-
     fn allocator_for(&mut self, ip: IpAddr) -> Option<&mut FamilyPool> {
         self.allocators.as_mut().ok()?.iter_mut().find(|p| p.family() == Family::of(ip))
     }
@@ -165,10 +171,14 @@ impl PoolEntry {
             return;
         }
         users.push(holder.clone());
-        if users.len() == 1
-            && let Some(pool) = self.allocator_for(ip)
-        {
-            let _ = pool.mark_used(ip);
+        if users.len() == 1 {
+            self.registry.add(ip, &self.key);
+            // Held here now: no longer merely skipped for an overlapping pool.
+            if !self.foreign.remove(&ip)
+                && let Some(pool) = self.allocator_for(ip)
+            {
+                let _ = pool.mark_used(ip);
+            }
         }
     }
 
@@ -181,7 +191,26 @@ impl PoolEntry {
             return false;
         }
         self.users.remove(&ip);
+        self.registry.remove(ip, &self.key);
+        if self.registry.held_elsewhere(ip, &self.key).is_some() {
+            // An overlapping pool holds it too: keep skipping it.
+            self.foreign.insert(ip);
+            return false;
+        }
         self.allocator_for(ip).is_some_and(|pool| pool.release(ip))
+    }
+
+    /// Gives back the addresses skipped for overlapping pools that no longer hold them.
+    /// Returns true when an address became free.
+    pub fn release_foreign(&mut self) -> bool {
+        let free: Vec<IpAddr> =
+            self.foreign.iter().copied().filter(|ip| self.registry.held_elsewhere(*ip, &self.key).is_none()).collect();
+        let mut freed = false;
+        for ip in free {
+            self.foreign.remove(&ip);
+            freed |= self.allocator_for(ip).is_some_and(|pool| pool.release(ip));
+        }
+        freed
     }
 
     /// Remembers a released claim's address for a claim of the same name until `until`.
@@ -199,6 +228,24 @@ impl PoolEntry {
         let mut all: Vec<_> = self.remembered.iter().map(|(h, (ip, until))| (h.clone(), *ip, *until)).collect();
         all.sort();
         all
+    }
+
+    /// The pool's allocatable ranges, every family.
+    pub fn ranges(&self) -> Vec<(IpAddr, IpAddr)> {
+        self.allocators
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|p| p.allocatable_ranges().collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Holders whose `IPAddress` object records an address of this pool.
+    pub fn object_holders(&self) -> Vec<HolderKey> {
+        let mut holders: Vec<HolderKey> =
+            self.holds.iter().filter(|(_, h)| h.object.is_some()).map(|(k, _)| k.clone()).collect();
+        holders.sort();
+        holders
     }
 
     /// How many holders hold an address.
@@ -255,11 +302,25 @@ impl PoolEntry {
             let taken_by = holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
             return Err(AllocError::Requested { address, reason: format!("it is taken by {taken_by}") });
         }
-        let pool = self.allocator_for_family(family).ok_or(AllocError::FamilyNotInPool(family))?;
+
+        let (registry, key, foreign) = (&self.registry, &self.key, &mut self.foreign);
+        let pool = self
+            .allocators
+            .as_mut()
+            .ok()
+            .and_then(|pools| pools.iter_mut().find(|p| p.family() == family))
+            .ok_or(AllocError::FamilyNotInPool(family))?;
         let ip = match request.address {
             Some(ip) => {
                 pool.allocate(ip)
                     .map_err(|e: AllocateError| AllocError::Requested { address: ip, reason: e.to_string() })?;
+                if let Err(other) = registry.try_take(ip, key) {
+                    let _ = pool.release(ip);
+                    return Err(AllocError::Requested {
+                        address: ip,
+                        reason: format!("it is taken in the overlapping {other}"),
+                    });
+                }
                 ip
             }
             None if pool.counts().total == 0 => {
@@ -267,8 +328,19 @@ impl PoolEntry {
                     "its {family} addresses leave nothing to hand out (reserved network/broadcast, gateway, excludedAddresses)"
                 )));
             }
-            None => pool.allocate_lowest().ok_or(AllocError::Exhausted(family))?,
+            None => loop {
+                let ip = pool.allocate_lowest().ok_or(AllocError::Exhausted(family))?;
+                // Taken and recorded as one step; an address an overlapping pool holds stays
+                // marked here and is skipped.
+                match registry.try_take(ip, key) {
+                    Ok(()) => break ip,
+                    Err(_) => {
+                        foreign.insert(ip);
+                    }
+                }
+            },
         };
+
         // The allocator has marked the address; record the claim as its only user.
         self.users.insert(ip, vec![holder.clone()]);
         self.holds.entry(holder.clone()).or_default().claim = Some(ip);

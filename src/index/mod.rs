@@ -8,6 +8,7 @@
 
 mod entry;
 mod keys;
+mod registry;
 mod report;
 mod spec;
 
@@ -20,6 +21,8 @@ use tokio::sync::{mpsc, watch};
 
 pub use entry::{AllocError, HoldKind, PoolEntry, Request};
 pub use keys::{HolderKey, PoolKey, PoolKind};
+use registry::Registry;
+pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};
 pub use spec::{build_allocators, family_settings};
 
@@ -46,7 +49,6 @@ pub struct PoolFacts {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Default)]
 struct Slot {
     entry: PoolEntry,
     facts: Option<PoolFacts>,
@@ -59,6 +61,7 @@ pub struct Index {
     pools: Arc<RwLock<HashMap<PoolKey, Arc<Mutex<Slot>>>>>,
     /// How long a released claim's address is kept for a claim of the same name (zero: not at all).
     sticky: SignedDuration,
+    registry: Arc<Registry>,
     triggers: mpsc::UnboundedSender<Trigger>,
     ready: Arc<watch::Sender<bool>>,
 }
@@ -76,7 +79,7 @@ impl Index {
         let (triggers, receiver) = mpsc::unbounded_channel();
         let (ready, _) = watch::channel(false);
         let sticky = SignedDuration::try_from(sticky).unwrap_or(SignedDuration::MAX);
-        let index = Index { pools: Arc::default(), sticky, triggers, ready: Arc::new(ready) };
+        let index = Index { pools: Arc::default(), sticky, registry: Arc::default(), triggers, ready: Arc::new(ready) };
         (index, receiver)
     }
 
@@ -84,7 +87,14 @@ impl Index {
         if let Some(slot) = self.pools.read().unwrap_or_else(PoisonError::into_inner).get(key) {
             return slot.clone();
         }
-        self.pools.write().unwrap_or_else(PoisonError::into_inner).entry(key.clone()).or_default().clone()
+        let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
+        pools
+            .entry(key.clone())
+            .or_insert_with(|| {
+                let entry = PoolEntry::new(key.clone(), self.registry.clone());
+                Arc::new(Mutex::new(Slot { entry, facts: None, spec: None }))
+            })
+            .clone()
     }
 
     fn existing_slot(&self, key: &PoolKey) -> Option<Arc<Mutex<Slot>>> {
@@ -104,6 +114,20 @@ impl Index {
     fn wake_waiting(&self, slot: &mut Slot) {
         for holder in slot.entry.take_waiting() {
             self.trigger(Trigger::Claim(holder));
+        }
+    }
+
+    fn trigger_neighbours(&self, key: &PoolKey) {
+        let neighbours: Vec<PoolKey> = self
+            .pools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .filter(|k| share_addresses(k, key))
+            .cloned()
+            .collect();
+        for neighbour in neighbours {
+            self.trigger(Trigger::Pool(neighbour));
         }
     }
 
@@ -148,6 +172,8 @@ impl Index {
             slot.spec = Some(spec.clone());
             let outside = slot.entry.set_allocators(build_allocators(spec));
             self.wake_waiting(&mut slot);
+            // Pools sharing its address space may overlap it now, or no longer.
+            self.trigger_neighbours(key);
             outside
         } else {
             if facts_changed {
@@ -233,12 +259,17 @@ impl Index {
         }
     }
 
-    /// Forgets remembered addresses whose time is up, in every pool.
+    /// Forgets remembered addresses whose time is up, and gives back addresses skipped for
+    /// overlapping pools that no longer hold them, in every pool.
     pub fn expire_remembered(&self) {
         let now = Timestamp::now();
         let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
         for slot in slots {
-            lock(&slot).entry.expire_remembered(now);
+            let mut slot = lock(&slot);
+            slot.entry.expire_remembered(now);
+            if slot.entry.release_foreign() {
+                self.wake_waiting(&mut slot);
+            }
         }
     }
 
@@ -250,10 +281,40 @@ impl Index {
 
     /// Counts, conflicts and validity of a pool, for its status.
     pub fn report(&self, pool: &PoolKey) -> PoolReport {
-        match self.existing_slot(pool) {
-            Some(slot) => PoolReport::of(&lock(&slot).entry),
-            None => PoolReport::default(),
+        let Some(slot) = self.existing_slot(pool) else {
+            return PoolReport::default();
+        };
+        let (mut report, ranges) = {
+            let slot = lock(&slot);
+            (PoolReport::of(&slot.entry), slot.entry.ranges())
+        };
+        report.overlaps = self.overlapping(pool, &ranges);
+        report
+    }
+
+    /// Pools sharing `pool`'s address space whose allocatable ranges intersect `ranges`.
+    fn overlapping(&self, pool: &PoolKey, ranges: &[(IpAddr, IpAddr)]) -> Vec<PoolKey> {
+        if ranges.is_empty() {
+            return Vec::new();
         }
+        let others: Vec<(PoolKey, Arc<Mutex<Slot>>)> = self
+            .pools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(key, _)| share_addresses(key, pool))
+            .map(|(key, slot)| (key.clone(), slot.clone()))
+            .collect();
+        let mut found: Vec<PoolKey> = others
+            .into_iter()
+            .filter(|(_, slot)| {
+                let theirs = lock(slot).entry.ranges();
+                ranges.iter().any(|(a, b)| theirs.iter().any(|(c, d)| a <= d && c <= b))
+            })
+            .map(|(key, _)| key)
+            .collect();
+        found.sort();
+        found
     }
 }
 

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use crate::allocator::Family;
 
 use super::entry::PoolEntry;
-use super::keys::HolderKey;
+use super::keys::{HolderKey, PoolKey};
 
 /// Exact counts of one family of a pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,6 +35,13 @@ pub struct PoolReport {
     pub address_objects: usize,
     /// Addresses held by anyone.
     pub held: usize,
+    /// Pools sharing this one's address space whose ranges intersect its own.
+    pub overlaps: Vec<PoolKey>,
+    /// Holders of the `IPAddress` objects that record this pool's addresses.
+    pub object_holders: Vec<HolderKey>,
+    /// `IPAddress` objects with no claim of their name: not allocated by ferro-ipam (filled in by
+    /// the pool controller, which sees the claims).
+    pub unclaimed: Vec<HolderKey>,
     /// Addresses remembered for released claims, with their deadlines.
     pub remembered: Vec<(HolderKey, IpAddr, k8s_openapi::jiff::Timestamp)>,
 }
@@ -46,6 +53,7 @@ impl PoolReport {
             held: entry.held_addresses(),
             conflicts: entry.conflicts(),
             remembered: entry.remembered(),
+            object_holders: entry.object_holders(),
             ..PoolReport::default()
         };
         match entry.allocators() {

@@ -108,3 +108,36 @@ fn two_objects_on_one_address_are_reported_as_a_conflict_and_the_address_stays_t
     index.set_hold(&key, &holder("a"), HoldKind::Object, None);
     assert_eq!(index.allocate(&key, &holder("c"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.2".into()));
 }
+
+#[test]
+fn overlapping_pools_never_hand_out_an_address_the_other_holds() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let a = PoolKey::in_cluster("ns", "a");
+    let g = PoolKey::global("g");
+    index.upsert_pool(&a, &spec(&["10.0.0.1-10.0.0.3"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&g, &spec(&["10.0.0.2-10.0.0.4"]), PoolFacts::default(), &[]);
+    // A hand-made IPAddress in the global pool holds .2.
+    index.set_hold(&g, &HolderKey::new("other", "x"), HoldKind::Object, Some("10.0.0.2".parse().unwrap()));
+    let got: Vec<String> =
+        ["c1", "c2"].iter().map(|n| index.allocate(&a, &holder(n), Request::default()).unwrap().to_string()).collect();
+    assert_eq!(got, ["10.0.0.1", "10.0.0.3"], ".2 is skipped");
+    // And the global pool skips what the namespaced one handed out.
+    assert_eq!(index.allocate(&g, &holder("c3"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.4".into()));
+    let refused =
+        index.allocate(&g, &holder("c4"), Request { address: Some("10.0.0.1".parse().unwrap()), family: None });
+    assert!(matches!(refused, Err(AllocError::Requested { .. })), "{refused:?}");
+}
+
+#[test]
+fn an_address_skipped_for_an_overlapping_pool_comes_back_once_that_pool_lets_it_go() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let a = PoolKey::in_cluster("ns", "a");
+    let b = PoolKey::in_cluster("ns", "b");
+    index.upsert_pool(&a, &spec(&["10.0.0.1"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&b, &spec(&["10.0.0.1"]), PoolFacts::default(), &[]);
+    index.allocate(&b, &holder("in-b"), Request::default()).unwrap();
+    assert!(index.allocate(&a, &holder("in-a"), Request::default()).is_err());
+    index.release_claim(&b, &holder("in-b"));
+    index.expire_remembered();
+    assert_eq!(index.allocate(&a, &holder("in-a"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.1".into()));
+}

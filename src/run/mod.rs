@@ -152,7 +152,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
             result = term => return result,
             _ = leading.wait_for(|l| !*l) => {
                 // Dropping the term cancels every reconcile in flight: nothing more is written.
-                metrics.leader.set(0);
+                metrics.stand_by();
                 warn!("lost the leadership: stopped allocating; standing by");
             }
         }

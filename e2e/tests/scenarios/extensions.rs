@@ -101,8 +101,12 @@ async fn requested_address_is_granted_when_free_and_refused_with_the_reason_othe
     }
     let taken = s.wait_reason("taken", "AllocationFailed", PROMPTLY).await.unwrap();
     assert!(taken.contains(&format!("{}/wants-17", s.ns)), "names the holder: {taken}");
-    let events = s.events_about("IPAddressClaim", "taken").await.unwrap();
-    assert!(events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "AllocationFailed"), "{events:?}");
+    s.eventually("a Warning Event on the claim", PROMPTLY, || async {
+        let events = s.events_about("IPAddressClaim", "taken").await.unwrap();
+        events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "AllocationFailed")
+    })
+    .await
+    .unwrap();
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
 
@@ -164,4 +168,74 @@ async fn a_remembered_address_taken_meanwhile_is_not_taken_back() {
     s.claim("vm-0", "InClusterIPPool", "pool").await.unwrap();
     assert_eq!(s.wait_allocated("vm-0", PROMPTLY).await.unwrap().spec.address, "10.55.0.2");
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}
+
+async fn pool_reason(s: &Scope, name: &str) -> Option<(String, String)> {
+    let status = s.pools().get(name).await.ok()?.status?;
+    status.conditions.into_iter().find(|c| c.type_ == "Ready").map(|c| (c.reason, c.message))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overlapping_pools_are_reported_and_never_hand_out_one_address_twice() {
+    let s = Scope::new("overlap").await;
+    let p = s.provider();
+    s.pool("a", json!({"addresses": ["10.56.0.1-10.56.0.4"], "prefix": 24})).await.unwrap();
+    s.pool("b", json!({"addresses": ["10.56.0.3-10.56.0.6"], "prefix": 24})).await.unwrap();
+    for pool in ["a", "b"] {
+        let reported = s
+            .eventually(&format!("pool {pool} reports the overlap"), PROMPTLY, || async {
+                pool_reason(&s, pool).await.is_some_and(|(reason, _)| reason == "OverlapsOtherPools")
+            })
+            .await;
+        assert!(reported.is_ok(), "{pool}: {:?}\n{}", pool_reason(&s, pool).await, p.log_tail(60));
+    }
+    let (_, message) = pool_reason(&s, "a").await.unwrap();
+    assert!(message.contains(&format!("InClusterIPPool {}/b", s.ns)), "{message}");
+    s.eventually("a Warning Event says so", PROMPTLY, || async {
+        let events = s.events_about("InClusterIPPool", "a").await.unwrap();
+        events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "OverlapsOtherPools")
+    })
+    .await
+    .unwrap();
+    // Fill both pools: eight claims would fit in their 8 entries, but only 6 distinct addresses exist.
+    for n in 0..4 {
+        s.claim(&format!("a-{n}"), "InClusterIPPool", "a").await.unwrap();
+        s.claim(&format!("b-{n}"), "InClusterIPPool", "b").await.unwrap();
+    }
+    s.eventually("six claims served, two waiting", PROMPTLY, || async { s.address_map().await.unwrap().len() == 6 })
+        .await
+        .unwrap();
+    let mut addresses: Vec<String> = s.address_map().await.unwrap().into_values().collect();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 6, "no address twice across the overlapping pools: {addresses:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ipaddress_no_claim_owns_is_reported_on_its_pool() {
+    let s = Scope::new("unclaimed").await;
+    let _p = s.provider();
+    s.pool("pool", json!({"addresses": ["10.57.0.1-10.57.0.5"], "prefix": 24})).await.unwrap();
+    s.create(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddress",
+        "metadata": {"name": "by-hand", "labels": {ferro_ipam_e2e::invariants::HAND_MADE_LABEL: "true"}},
+        "spec": {"claimRef": {"name": "by-hand"}, "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "pool"}, "address": "10.57.0.1", "prefix": 24},
+    }))
+    .await
+    .unwrap();
+    s.eventually("the pool names the unclaimed address", PROMPTLY, || async {
+        pool_reason(&s, "pool")
+            .await
+            .is_some_and(|(reason, message)| reason == "UnclaimedAddresses" && message.contains("by-hand"))
+    })
+    .await
+    .unwrap();
+    s.eventually("a Warning Event says so", PROMPTLY, || async {
+        let events = s.events_about("InClusterIPPool", "pool").await.unwrap();
+        events.iter().any(|(kind, reason, _)| kind == "Warning" && reason == "UnclaimedAddresses")
+    })
+    .await
+    .unwrap();
+    s.claim("c", "InClusterIPPool", "pool").await.unwrap();
+    assert_eq!(s.wait_allocated("c", PROMPTLY).await.unwrap().spec.address, "10.57.0.2");
 }

@@ -30,7 +30,17 @@ fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
 pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     ctx.index.wait_ready().await;
     let key = pool.key();
-    let report = ctx.index.report(&key);
+    let mut report = ctx.index.report(&key);
+    // Until the claims are listed every address would look unclaimed: say nothing before then.
+    let claims_listed = futures::FutureExt::now_or_never(ctx.claims.wait_until_ready()).is_some_and(|r| r.is_ok());
+    if claims_listed {
+        report.unclaimed = report
+            .object_holders
+            .iter()
+            .filter(|holder| ctx.cached_claim(&holder.namespace, &holder.name).is_none())
+            .cloned()
+            .collect();
+    }
     let name = pool.name_any();
     let deleting = pool.meta().deletion_timestamp.is_some();
     let skip_protection = pool.annotations().contains_key(SKIP_DELETE_PROTECTION_ANNOTATION);
@@ -57,9 +67,15 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
     ctx.metrics.set_pool(&key, &report);
     let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, Timestamp::now());
     if pool.status() != Some(&desired) {
+        // During a storm of allocations the counts change with every address: write them at most
+        // once per interval (a trailing debounce could put the write off for as long as the storm lasts).
+        if let Some(wait) = ctx.pool_writes.wait(&key) {
+            return Ok(Action::requeue(wait));
+        }
         api(&ctx, pool.as_ref())
             .patch_status(&name, &super::write_params(), &Patch::Merge(status_patch(&desired)))
             .await
+            .inspect(|_| ctx.pool_writes.wrote(&key))
             .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
         let old_reason =
             pool.status().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());

@@ -51,6 +51,17 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
             format!("addresses held by more than one IPAddress: {}", listing(&listed)),
         );
     }
+    if !report.overlaps.is_empty() {
+        return (
+            true,
+            PoolReason::OverlapsOtherPools,
+            format!(
+                "the pool's addresses overlap {}; an address taken in either is never handed out by the other, \
+                 but make the ranges disjoint",
+                listing(&report.overlaps)
+            ),
+        );
+    }
     if !report.out_of_range.is_empty() {
         return (
             true,
@@ -59,6 +70,17 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
                 "{} allocated addresses lie outside the pool: {}; they stay allocated and are never handed out again",
                 report.out_of_range.len(),
                 listing(&report.out_of_range)
+            ),
+        );
+    }
+    if !report.unclaimed.is_empty() {
+        return (
+            true,
+            PoolReason::UnclaimedAddresses,
+            format!(
+                "IPAddresses without a claim of their name hold addresses of the pool: {}; ferro-ipam did not allocate them \
+                 and never hands their addresses out",
+                listing(&report.unclaimed)
             ),
         );
     }
@@ -198,6 +220,17 @@ mod tests {
         assert!(!ready);
         assert_eq!(reason, PoolReason::NoAllocatableAddresses);
         assert!(message.contains("allocateReservedIPAddresses"));
+    }
+
+    #[test]
+    fn overlapping_pools_and_unclaimed_addresses_are_named() {
+        let mut r = report(10, 9, 1);
+        r.unclaimed = vec![HolderKey::new("ns", "hand-made")];
+        assert_eq!(readiness(&r, None).1, PoolReason::UnclaimedAddresses);
+        assert!(readiness(&r, None).2.contains("ns/hand-made"));
+        r.overlaps = vec![crate::index::PoolKey::global("wide")];
+        assert_eq!(readiness(&r, None).1, PoolReason::OverlapsOtherPools);
+        assert!(readiness(&r, None).2.contains("GlobalInClusterIPPool wide"));
     }
 
     #[test]
