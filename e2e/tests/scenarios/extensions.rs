@@ -239,3 +239,28 @@ async fn an_ipaddress_no_claim_owns_is_reported_on_its_pool() {
     s.claim("c", "InClusterIPPool", "pool").await.unwrap();
     assert_eq!(s.wait_allocated("c", PROMPTLY).await.unwrap().spec.address, "10.57.0.2");
 }
+
+/// Applies an example manifest from docs/examples/ into the scenario's namespace.
+fn apply_example(s: &Scope, file: &str) {
+    let path = ferro_ipam_e2e::plane::repo_root().join("docs/examples").join(file);
+    let text = std::fs::read_to_string(&path).unwrap().replace("namespace: default", &format!("namespace: {}", s.ns));
+    let scratch = s.plane.dir.join(format!("{}-{file}", s.ns));
+    std::fs::write(&scratch, text).unwrap();
+    s.plane.kubectl_ok(&["apply", "-f", &scratch.to_string_lossy()]).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_documented_examples_apply_and_every_claim_is_served() {
+    let s = Scope::new("examples").await;
+    let _p = s.provider();
+    apply_example(&s, "dual-stack.yaml");
+    apply_example(&s, "requested-and-sticky.yaml");
+    let v4 = s.wait_allocated("nic-worker-0-ipv4", PROMPTLY).await.unwrap();
+    let v6 = s.wait_allocated("nic-worker-0-ipv6", PROMPTLY).await.unwrap();
+    let annotated = s.wait_allocated("worker-1-eth0-v6", PROMPTLY).await.unwrap();
+    assert_eq!((v4.spec.address.as_str(), v4.spec.gateway.as_deref()), ("10.0.10.10", Some("10.0.10.1")));
+    assert_eq!((v6.spec.address.as_str(), v6.spec.prefix), ("fd00:10::10", 64));
+    assert_eq!(annotated.spec.address, "fd00:10::11");
+    assert_eq!(s.wait_allocated("ingress-vip", PROMPTLY).await.unwrap().spec.address, "10.0.20.42");
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}
