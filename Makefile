@@ -22,8 +22,20 @@ toolchains:
 	@command -v go >/dev/null || { echo "go not found: install Go >= 1.26 (it builds the test control plane)"; exit 1; }
 
 .PHONY: tools
-tools: toolchains ## Build etcd, kube-apiserver and kubectl into ~/.cache/ferro-ipam (once per version)
+tools: toolchains prometheus ## Build etcd, kube-apiserver and kubectl into ~/.cache/ferro-ipam (once per version)
 	$(call timed,control-plane binaries,bash e2e/tools/build.sh >/dev/null)
+
+# The metrics e2e test scrapes ferro-ipam with a real Prometheus: Debian's package, run as a plain
+# process on loopback (on a machine with systemd, the package also enables a prometheus service).
+.PHONY: prometheus
+prometheus: ## Install prometheus and promtool with apt-get when they are missing
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+	  command -v apt-get >/dev/null || { echo "prometheus/promtool not found and no apt-get: install Prometheus 2.x"; exit 1; }; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  install="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus"; \
+	  echo "==> installing Debian's prometheus package"; \
+	  $$install >/dev/null || { $$sudo apt-get update >/dev/null && $$install >/dev/null; }; \
+	fi
 
 .PHONY: build
 build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo use it)
@@ -34,8 +46,22 @@ release: toolchains ## Build the ferro-ipam binary optimised
 	$(CARGO) build --release --bin ferro-ipam
 
 .PHONY: crds
-crds: toolchains ## Regenerate crds/ from the Rust types
+crds: toolchains ## Regenerate crds/ from the Rust types (and ipam-components.yaml, which holds them)
 	$(CARGO) run --quiet --bin ferro-ipam -- crds --output-dir crds
+	@$(MAKE) --no-print-directory release-manifests
+
+.PHONY: release-manifests
+release-manifests: toolchains ## Regenerate deploy/clusterctl/ipam-components.yaml from deploy/ (kustomize)
+	@dir=$$(bash e2e/tools/build.sh | tail -1); \
+	  "$$dir/bin/kubectl" kustomize deploy/clusterctl > deploy/clusterctl/ipam-components.yaml; \
+	  echo "==> deploy/clusterctl/ipam-components.yaml regenerated"
+
+.PHONY: metrics-plot
+metrics-plot: tools build ## Redraw docs/metrics-dashboard.png from a real scrape (needs python3 with matplotlib)
+	rm -rf target/metrics-plot
+	FERRO_IPAM_METRICS_DUMP=$(CURDIR)/target/metrics-plot $(CARGO) test -p ferro-ipam-e2e --test scenarios \
+	  operations::prometheus -- --nocapture
+	python3 docs/tools/plot-dashboard.py target/metrics-plot docs/metrics-dashboard.png
 
 .PHONY: lint
 lint: toolchains ## cargo fmt --check and clippy -D warnings
@@ -49,6 +75,7 @@ unit: toolchains ## Unit, property and CRD tests (no API server)
 .PHONY: e2e
 e2e: tools build ## The end-to-end suite against a real kube-apiserver and etcd
 	$(call timed,e2e scenarios,$(CARGO) test -p ferro-ipam-e2e --test scenarios -- --test-threads $(E2E_THREADS))
+	$(call timed,e2e migration,$(CARGO) test -p ferro-ipam-e2e --test migration)
 
 .PHONY: test
 test: ## Everything CI runs: lint, unit and property tests, e2e
@@ -61,3 +88,11 @@ demo: tools build ## Start a local control plane, run ferro-ipam, allocate from 
 .PHONY: bench-allocator
 bench-allocator: toolchains ## Criterion benchmarks of the allocator
 	$(CARGO) bench --bench allocator
+
+.PHONY: bench
+bench: tools ## End-to-end benchmark vs the in-cluster provider (hours; BENCH_QUICK=1: minutes). Not in `make test`
+	$(CARGO) build --release --bin ferro-ipam -p ferro-ipam
+	$(CARGO) build --release --bin ferro-ipam-bench -p ferro-ipam-e2e
+	FERRO_IPAM_BIN=$${FERRO_IPAM_BIN:-$(CURDIR)/target/release/ferro-ipam} ./target/release/ferro-ipam-bench
+	python3 e2e/tools/bench-plot.py target/bench/results.json target/bench/claims-per-second.png || \
+	  echo "no plot: python3 with matplotlib is needed (pip install matplotlib)"

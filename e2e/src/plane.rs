@@ -77,6 +77,11 @@ impl ControlPlane {
 
     /// Starts etcd and kube-apiserver, and installs the CRDs.
     pub fn start() -> Result<ControlPlane> {
+        ControlPlane::start_with(&[])
+    }
+
+    /// Like [`ControlPlane::start`], with more kube-apiserver flags (admission plugins, audit log).
+    pub fn start_with(apiserver_args: &[String]) -> Result<ControlPlane> {
         let started = Instant::now();
         let tools = Tools::locate()?;
         let temp = tempfile::Builder::new().prefix("ferro-ipam-e2e-").tempdir()?;
@@ -132,6 +137,7 @@ impl ControlPlane {
             "--max-requests-inflight=2000".to_owned(),
             "--max-mutating-requests-inflight=1000".to_owned(),
         ]);
+        apiserver.args(apiserver_args);
         let apiserver = Process::start("kube-apiserver", apiserver, dir.join("kube-apiserver.log"))?;
 
         let kubeconfig = dir.join("kubeconfig");

@@ -65,8 +65,11 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
     }
     crds::dropping_v1alpha1_is_refused(plane, &client).await.unwrap();
     let mut ferro = Provider::start(plane, &[]).expect("starting ferro-ipam");
+    // Claims of the paused pool wait (with either provider) until it is unpaused.
     let live = total - held_by_pause.len() - held_by_grace.len();
-    settle(&fleet, "ferro-ipam marks every adopted claim Ready", |(l, _, ready)| l == live && ready == live).await;
+    let waiting = fleet.groups.iter().find(|g| g.pool == "paused").map_or(0, |g| g.count) - held_by_pause.len();
+    settle(&fleet, "ferro-ipam marks every adopted claim Ready", |(l, _, ready)| l == live && ready == live - waiting)
+        .await;
     // Everything is as the in-cluster provider left it (the grace-period claims may already be
     // gone: that is checked on its own below).
     let after = fleet.snapshot().await.unwrap();
@@ -83,7 +86,8 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
 
     grace_period_is_honoured(&fleet, &before, &held_by_grace).await.unwrap();
     paused_pool_holds_until_unpaused(&fleet, &before, &held_by_pause).await.unwrap();
-    new_claims_get_free_addresses(&fleet, &before, "moved").await.unwrap();
+    let now = fleet.snapshot().await.unwrap();
+    new_claims_get_free_addresses(&fleet, &now, "moved").await.unwrap();
     released_addresses_are_handed_out_again(&fleet, "net", 20).await.unwrap();
     invariants::check(&client, &fleet.namespaces()).await.expect("after ferro-ipam's own allocations");
     storage_version_cleanup_lets_v1alpha1_go(plane, &client).await.unwrap();

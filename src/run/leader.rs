@@ -18,8 +18,27 @@ pub struct LeaseSettings {
     pub renew_margin: Duration,
 }
 
-/// Starts competing for the lease; the receiver says whether this replica holds it.
-pub async fn campaign(client: Client, settings: &LeaseSettings) -> anyhow::Result<watch::Receiver<bool>> {
+/// The competition for the lease: whether this replica holds it, and the task that renews it.
+pub struct Campaign {
+    pub leading: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>>,
+}
+
+impl Campaign {
+    /// Gives the lease up (so that another replica takes over at once, not after it expires),
+    /// waiting at most `limit` for the API server.
+    pub async fn resign(self, limit: std::time::Duration) {
+        drop(self.leading);
+        match tokio::time::timeout(limit, self.task).await {
+            Ok(Ok(Ok(_))) => info!("released the leader lease"),
+            Ok(Ok(Err(error))) => tracing::warn!(%error, "could not release the leader lease; it expires by itself"),
+            _ => tracing::warn!("gave up releasing the leader lease; it expires by itself"),
+        }
+    }
+}
+
+/// Starts competing for the lease.
+pub async fn campaign(client: Client, settings: &LeaseSettings) -> anyhow::Result<Campaign> {
     let params =
         LeaseParams::new(settings.identity.clone(), settings.duration.as_secs(), settings.renew_margin.as_secs());
     let manager = LeaseManagerBuilder::new(client, &settings.name)
@@ -28,6 +47,7 @@ pub async fn campaign(client: Client, settings: &LeaseSettings) -> anyhow::Resul
         .build()
         .await?;
     info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = %settings.identity, "competing for leadership");
-    let (receiver, _task) = manager.watch().await;
-    Ok(receiver)
+    // The task renews the lease while the receiver lives, and releases it once it is dropped.
+    let (leading, task) = manager.watch().await;
+    Ok(Campaign { leading, task })
 }

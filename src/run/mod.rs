@@ -129,7 +129,22 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         duration: Duration::from_secs(flags.leader_elect_lease_duration),
         renew_margin: Duration::from_secs(flags.leader_elect_renew_margin),
     };
-    let mut leading = leader::campaign(client.clone(), &lease).await?;
+    let mut campaign = leader::campaign(client.clone(), &lease).await?;
+    let result = lead(&mut campaign.leading, client, served, settings, health, metrics, shutdown).await;
+    campaign.resign(Duration::from_secs(5)).await;
+    result
+}
+
+/// Stands by, and runs the controllers for each leadership term, until shutdown.
+async fn lead(
+    leading: &mut tokio::sync::watch::Receiver<bool>,
+    client: Client,
+    served: discovery::Served,
+    settings: Settings,
+    health: Health,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     loop {
         // Standing by is a healthy, ready state.
         health.set_ready(true);

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
-use ferro_ipam::api::keys::PAUSED_ANNOTATION;
+use ferro_ipam::api::keys::{CLUSTER_NAME_LABEL, PAUSED_ANNOTATION};
 use ferro_ipam::api::{GlobalInClusterIPPool, InClusterIPPool};
 use ferro_ipam_e2e::objects::Scope;
 use futures::{StreamExt, TryStreamExt};
@@ -272,31 +272,60 @@ impl Fleet {
     }
 }
 
+/// The fields of an `IPAddress` that differ between two records. Labels may only gain
+/// `cluster.x-k8s.io/cluster-name`: ferro-ipam also sets it when the claim names its cluster in
+/// `spec.clusterName`, where the in-cluster provider copies it only from the claim's labels.
+fn address_differences(old: &AddressRecord, new: &AddressRecord) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut field = |name: &str, a: String, b: String| {
+        if a != b {
+            found.push(format!("{name}: {a} -> {b}"));
+        }
+    };
+    field("uid", old.uid.clone(), new.uid.clone());
+    field("pool", format!("{:?}", old.pool), format!("{:?}", new.pool));
+    field("address", old.address.clone(), new.address.clone());
+    field("prefix", old.prefix.to_string(), new.prefix.to_string());
+    field("gateway", format!("{:?}", old.gateway), format!("{:?}", new.gateway));
+    field("finalizers", format!("{:?}", old.finalizers), format!("{:?}", new.finalizers));
+    field("ownerReferences", Value::from(old.owners.clone()).to_string(), Value::from(new.owners.clone()).to_string());
+    let mut labels = new.labels.clone();
+    if !old.labels.contains_key(CLUSTER_NAME_LABEL) {
+        labels.remove(CLUSTER_NAME_LABEL);
+    }
+    field("labels", format!("{:?}", old.labels), format!("{labels:?}"));
+    found
+}
+
 /// Differences between two snapshots over the objects of `before` (objects added since are
-/// ignored; `gone` lists the keys expected to have disappeared).
+/// ignored; `gone` lists the keys expected to have disappeared). At most 20 are spelled out.
 pub fn changes(before: &Snapshot, after: &Snapshot, gone: &BTreeSet<(String, String)>) -> Vec<String> {
     let mut found = Vec::new();
     for (key, old) in &before.addresses {
+        let name = format!("IPAddress {}/{}", key.0, key.1);
         match (after.addresses.get(key), gone.contains(key)) {
             (None, true) => {}
-            (Some(_), true) => found.push(format!("IPAddress {key:?} should be gone")),
-            (None, false) => found.push(format!("IPAddress {key:?} ({}) disappeared", old.address)),
-            (Some(new), false) if new != old => {
-                found.push(format!("IPAddress {key:?} changed:\n    before {old:?}\n    after  {new:?}"))
+            (Some(_), true) => found.push(format!("{name} should be gone")),
+            (None, false) => found.push(format!("{name} ({}) disappeared", old.address)),
+            (Some(new), false) => {
+                found.extend(address_differences(old, new).into_iter().map(|d| format!("{name}: {d}")))
             }
-            _ => {}
         }
     }
     for (key, old) in &before.claims {
+        let name = format!("claim {}/{}", key.0, key.1);
         match (after.claims.get(key), gone.contains(key)) {
             (None, true) => {}
-            (Some(_), true) => found.push(format!("claim {key:?} should be gone")),
-            (None, false) => found.push(format!("claim {key:?} disappeared")),
-            (Some(new), false) if new != old => {
-                found.push(format!("claim {key:?} changed:\n    before {old:?}\n    after  {new:?}"))
-            }
+            (Some(_), true) => found.push(format!("{name} should be gone")),
+            (None, false) => found.push(format!("{name} disappeared")),
+            (Some(new), false) if new != old => found.push(format!("{name}: {old:?} -> {new:?}")),
             _ => {}
         }
+    }
+    if found.len() > 20 {
+        let more = found.len() - 20;
+        found.truncate(20);
+        found.push(format!("... and {more} more"));
     }
     found
 }

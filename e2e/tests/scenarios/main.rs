@@ -7,6 +7,7 @@ mod crash;
 mod extensions;
 mod in_cluster;
 mod lifecycle;
+mod operations;
 mod validation;
 
 use std::time::Duration;

@@ -67,11 +67,11 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
     if let Some(deleted_at) = &claim.metadata.deletion_timestamp {
         return release(&claim, &pool_key, &holder, pool.as_ref(), deleted_at.0, &ctx).await;
     }
-    if let Some(patch) = finalizers::with_finalizer(claim.as_ref(), RELEASE_ADDRESS_FINALIZER) {
-        patch_claim(&ctx, &claim, &patch).await?;
-        // The patch brings the claim back through the watch with the finalizer in place.
-        return Ok(Action::await_change());
-    }
+    // Step 2, then straight on with the claim as the API server returned it.
+    let claim = match finalizers::with_finalizer(claim.as_ref(), RELEASE_ADDRESS_FINALIZER) {
+        Some(patch) => Arc::new(patch_claim(&ctx, &claim, &patch).await?),
+        None => claim,
+    };
     let outcome = fulfil(&claim, &pool_key, &holder, pool.as_ref(), cluster_name.as_deref(), &ctx).await;
     let (readiness, address_name, action) = match outcome {
         Ok(Fulfilled::Written(ip)) => {
@@ -290,19 +290,18 @@ async fn release(
     if let Some(patch) = finalizers::without_finalizer(claim, RELEASE_ADDRESS_FINALIZER) {
         match patch_claim(ctx, claim, &patch).await {
             Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) => {}
-            other => other?,
+            other => drop(other?),
         }
     }
     Ok(Action::await_change())
 }
 
-async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Result<()> {
+async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Result<IPAddressClaim> {
     let name = claim.name_any();
     ctx.claim_api(&claim.namespace().unwrap_or_default())
         .patch(&name, &super::write_params(), &Patch::Merge(patch))
         .await
-        .map_err(|e| Error::kube(format!("updating finalizers of IPAddressClaim {name}"), e))?;
-    Ok(())
+        .map_err(|e| Error::kube(format!("updating finalizers of IPAddressClaim {name}"), e))
 }
 
 async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Result<()> {

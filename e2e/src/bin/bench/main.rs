@@ -1,0 +1,67 @@
+//! `ferro-ipam-bench` (`make bench`): the end-to-end benchmark. On one fresh control plane per
+//! run, N claims are created at once and timed until every one has its address, for ferro-ipam,
+//! the in-cluster provider and the floor (the same writes with no allocation logic); then each
+//! provider is started on a cluster that already holds many addresses. Configuration by
+//! environment variables (see config.rs and docs/benchmarks.md); results go to
+//! `$BENCH_OUT` (default target/bench): results.json and report.md.
+
+mod config;
+mod floor;
+mod measure;
+mod report;
+mod run;
+mod startup;
+mod subject;
+
+use anyhow::Result;
+
+use config::Config;
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("floor") {
+        return floor::main(&args[2..]).await;
+    }
+    let config = Config::from_env()?;
+    eprintln!("bench: {config:?}");
+    let mut runs = Vec::new();
+    for &claims in &config.sizes {
+        for &pools in &config.pool_counts {
+            for run in 0..config.runs {
+                for &subject in &config.subjects {
+                    eprintln!(
+                        "bench: {} with {claims} claims over {pools} pool(s), run {} ...",
+                        subject.name(),
+                        run + 1
+                    );
+                    match run::allocation(&config, subject, claims, pools, run).await {
+                        Ok(result) => {
+                            eprintln!(
+                                "bench:   {:.1} s ({:.1} s creating), {:.0} MiB peak, {:.1} s CPU, {:.2} requests per claim",
+                                result.seconds,
+                                result.create_seconds,
+                                result.peak_rss_mib,
+                                result.cpu_seconds,
+                                result.requests.values().sum::<f64>() / claims as f64
+                            );
+                            runs.push(result);
+                        }
+                        Err(error) => eprintln!("bench:   FAILED: {error:#}"),
+                    }
+                    report::write(&config, &runs, None, &[])?;
+                }
+            }
+        }
+    }
+    let (fill, startup) = if config.startup_addresses > 0 {
+        let (fill, startup) = startup::measure(&config).await?;
+        (Some(fill), startup)
+    } else {
+        (None, Vec::new())
+    };
+    let report = report::write(&config, &runs, fill.as_ref(), &startup)?;
+    println!("{report}");
+    eprintln!("bench: results in {}", config.out_dir.display());
+    Ok(())
+}

@@ -1,0 +1,266 @@
+//! One measured run: a fresh control plane, pools, the subject, N claims created at once, and
+//! the time until every claim has its address.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use ferro_ipam::api::InClusterIPPool;
+use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
+use ferro_ipam::api::keys::PROTECT_POOL_FINALIZER;
+use ferro_ipam_e2e::objects::CAPI;
+use ferro_ipam_e2e::{ControlPlane, peer};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::config::{Config, Subject};
+use crate::measure::{ProcStats, RequestCounts, quiescent};
+use crate::subject::{NAMESPACE, Running};
+
+/// What one run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub subject: Subject,
+    pub claims: usize,
+    pub pools: usize,
+    pub run: usize,
+    /// From the first create to the last claim with `status.addressRef`.
+    pub seconds: f64,
+    /// How long creating the claims took (part of `seconds`).
+    pub create_seconds: f64,
+    pub peak_rss_mib: f64,
+    /// CPU time of the subject's process from the first create until the API went quiet.
+    pub cpu_seconds: f64,
+    /// The subject's API requests (the benchmark's own subtracted), by "VERB resource".
+    pub requests: BTreeMap<String, f64>,
+    /// The machine's 1-minute load average before and after (other work on it shows here).
+    pub load: (f64, f64),
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+impl Serialize for Subject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A fresh control plane with the in-cluster provider's extra CRDs (every subject gets the same)
+/// and the namespace of the benchmark.
+pub async fn fresh_plane() -> Result<(ControlPlane, Client)> {
+    let plane = tokio::task::block_in_place(|| -> Result<ControlPlane> {
+        let plane = ControlPlane::start()?;
+        peer::install_missing_crds(&plane)?;
+        Ok(plane)
+    })?;
+    let client = plane.client().await;
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await?;
+    Ok((plane, client))
+}
+
+/// `count` pools `pool-<i>` holding `10.<i>.0.0/16`.
+pub async fn create_pools(client: &Client, count: usize) -> Result<()> {
+    ensure!(count <= 256, "at most 256 pools");
+    let api: Api<InClusterIPPool> = Api::namespaced(client.clone(), NAMESPACE);
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let pool: InClusterIPPool = serde_json::from_value(json!({
+                    "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+                    "metadata": {"name": format!("pool-{i}")},
+                    "spec": {"addresses": [format!("10.{i}.0.0/16")], "prefix": 16, "gateway": format!("10.{i}.0.1")},
+                }))?;
+                api.create(&PostParams::default(), &pool).await.map(drop).map_err(anyhow::Error::from)
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Waits until every pool carries the deletion-protection finalizer: both providers add it
+/// before they allocate from a pool (ferro-ipam waits for it).
+pub async fn wait_pools_protected(client: &Client, count: usize, timeout: Duration) -> Result<()> {
+    let api: Api<InClusterIPPool> = Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let pools = api.list(&ListParams::default()).await?.items;
+        if pools.iter().filter(|p| p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER)).count() == count {
+            return Ok(());
+        }
+        ensure!(Instant::now() < deadline, "the pools were not protected within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Counts the claims of the namespace that have `status.addressRef` (all either provider
+/// writes), from a watch started before the first claim.
+pub async fn watch_addressed(client: &Client) -> Result<watch::Receiver<usize>> {
+    let api: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.claim_resource());
+    let (tx, mut rx) = watch::channel(usize::MAX);
+    tokio::spawn(async move {
+        let mut addressed: HashSet<String> = HashSet::new();
+        let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(event)) = events.next().await {
+            match event {
+                Event::Apply(claim) | Event::InitApply(claim) => {
+                    if claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| !r.name.is_empty()) {
+                        addressed.insert(claim.name_any());
+                    }
+                }
+                Event::Delete(claim) => {
+                    addressed.remove(&claim.name_any());
+                }
+                Event::InitDone | Event::Init => {}
+            }
+            if tx.send(addressed.len()).is_err() {
+                break;
+            }
+        }
+    });
+    // usize::MAX until the first event: wait for the initial listing.
+    rx.wait_for(|n| *n != usize::MAX).await?;
+    Ok(rx)
+}
+
+/// Creates claims `<prefix>-<k>` for k in `range`, claim k on pool `pool-<k % pools>`, with
+/// `concurrency` creates in flight.
+pub async fn create_claims(
+    client: &Client,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    pools: usize,
+    concurrency: usize,
+) -> Result<()> {
+    let api: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.claim_resource());
+    futures::stream::iter(range)
+        .map(|k| {
+            let api = api.clone();
+            async move {
+                let claim: IPAddressClaim = serde_json::from_value(json!({
+                    "apiVersion": CAPI.claim_resource().api_version, "kind": "IPAddressClaim",
+                    "metadata": {"name": format!("{prefix}-{k}")},
+                    "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool",
+                                         "name": format!("pool-{}", k % pools)}},
+                }))?;
+                api.create(&PostParams::default(), &claim).await.map(drop).map_err(anyhow::Error::from)
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// No two `IPAddress` objects of a pool hold one address, and there is one per claim.
+pub async fn check_unique(client: &Client, expected: usize) -> Result<()> {
+    let api: Api<IPAddress> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.address_resource());
+    let addresses = api.list(&ListParams::default()).await?.items;
+    ensure!(addresses.len() == expected, "{} IPAddress objects for {expected} claims", addresses.len());
+    let mut seen = HashSet::new();
+    for a in &addresses {
+        ensure!(
+            seen.insert((a.spec.pool_ref.name.clone(), a.spec.address.clone())),
+            "{} handed out twice",
+            a.spec.address
+        );
+    }
+    Ok(())
+}
+
+/// One run of `subject` with `claims` claims over `pools` pools.
+pub async fn allocation(
+    config: &Config,
+    subject: Subject,
+    claims: usize,
+    pools: usize,
+    run: usize,
+) -> Result<RunResult> {
+    let (plane, client) = fresh_plane().await?;
+    let outcome = measure_allocation(config, &plane, &client, subject, claims, pools, run).await;
+    if outcome.is_err() {
+        keep_logs(config, &plane, &format!("failed-{}-{claims}-{pools}-{run}", subject.name()));
+    }
+    outcome
+}
+
+/// Copies the logs of a control plane (and of the processes run against it) into the output
+/// directory, before the plane's directory goes.
+pub fn keep_logs(config: &Config, plane: &ControlPlane, name: &str) {
+    let target = config.out_dir.join(name);
+    let _ = std::fs::create_dir_all(&target);
+    for entry in std::fs::read_dir(&plane.dir).into_iter().flatten().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "log") {
+            let _ = std::fs::copy(entry.path(), target.join(entry.file_name()));
+        }
+    }
+    eprintln!("bench:   logs kept in {}", target.display());
+}
+
+async fn measure_allocation(
+    config: &Config,
+    plane: &ControlPlane,
+    client: &Client,
+    subject: Subject,
+    claims: usize,
+    pools: usize,
+    run: usize,
+) -> Result<RunResult> {
+    create_pools(client, pools).await?;
+    let mut running = Running::launch(config, plane, subject)?;
+    tokio::task::block_in_place(|| running.wait_ready(Duration::from_secs(120)))?;
+    if subject != Subject::Floor {
+        wait_pools_protected(client, pools, Duration::from_secs(60)).await?;
+    }
+    let mut addressed = watch_addressed(client).await?;
+    let requests_before = RequestCounts::scrape(client).await?;
+    let cpu_before = running.stats()?.cpu_seconds;
+    let load_before = load_average();
+
+    let started = Instant::now();
+    create_claims(client, "claim", 0..claims, pools, config.create_concurrency).await?;
+    let create_seconds = started.elapsed().as_secs_f64();
+    let done = tokio::time::timeout(config.timeout, addressed.wait_for(|n| *n >= claims)).await.is_ok();
+    let seconds = started.elapsed().as_secs_f64();
+    if !done {
+        bail!(
+            "{}: {} of {claims} claims addressed after {:?}:\n{}",
+            subject.name(),
+            *addressed.borrow(),
+            config.timeout,
+            running.process().tail(20)
+        );
+    }
+    let requests_after = quiescent(client, Duration::from_secs(60)).await?;
+    let stats: ProcStats = running.stats()?;
+    check_unique(client, claims).await.with_context(|| format!("{} with {claims} claims", subject.name()))?;
+    running.stop();
+    let requests = requests_after.since(&requests_before).without("POST ipaddressclaims", claims as f64);
+    Ok(RunResult {
+        subject,
+        claims,
+        pools,
+        run,
+        seconds,
+        create_seconds,
+        peak_rss_mib: stats.peak_rss_mib,
+        cpu_seconds: stats.cpu_seconds - cpu_before,
+        requests: requests.0,
+        load: (load_before, load_average()),
+    })
+}

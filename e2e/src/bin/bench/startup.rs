@@ -1,0 +1,115 @@
+//! Start-up on a big cluster: `startup_addresses` claims with their `IPAddress` objects over 100
+//! pools (ferro-ipam fills the cluster first), then each provider started on it in turn.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use ferro_ipam::api::capi::IPAddressClaim;
+use ferro_ipam_e2e::objects::CAPI;
+use kube::api::{Api, DeleteParams};
+use serde::Serialize;
+
+use crate::config::{Config, Subject};
+use crate::measure::{RequestCounts, quiescent};
+use crate::run::{create_claims, create_pools, fresh_plane, wait_pools_protected, watch_addressed};
+use crate::subject::{NAMESPACE, Running};
+
+const POOLS: usize = 100;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StartupResult {
+    pub subject: Subject,
+    pub addresses: usize,
+    pub run: usize,
+    /// Process start to ready (ferro-ipam: /readyz; in-cluster: every controller's workers started).
+    pub ready_seconds: f64,
+    /// Process start to a claim created once it is ready having its address.
+    pub first_claim_seconds: f64,
+    pub peak_rss_mib: f64,
+    /// CPU time from process start until the API went quiet after the first claim.
+    pub cpu_seconds: f64,
+    pub requests: BTreeMap<String, f64>,
+}
+
+/// How long ferro-ipam took to allocate the `addresses` claims that fill the cluster.
+#[derive(Clone, Debug, Serialize)]
+pub struct FillResult {
+    pub claims: usize,
+    pub seconds: f64,
+}
+
+pub async fn measure(config: &Config) -> Result<(FillResult, Vec<StartupResult>)> {
+    let total = config.startup_addresses;
+    let (plane, client) = fresh_plane().await?;
+    create_pools(&client, POOLS).await?;
+
+    eprintln!("bench: filling the cluster with {total} claims and addresses (ferro-ipam allocates them)");
+    let mut filler = Running::launch(config, &plane, Subject::FerroIpam)?;
+    tokio::task::block_in_place(|| filler.wait_ready(Duration::from_secs(120)))?;
+    wait_pools_protected(&client, POOLS, Duration::from_secs(60)).await?;
+    let mut addressed = watch_addressed(&client).await?;
+    let started = Instant::now();
+    create_claims(&client, "claim", 0..total, POOLS, config.create_concurrency).await?;
+    let done = tokio::time::timeout(config.timeout, addressed.wait_for(|n| *n >= total)).await.is_ok();
+    if !done {
+        bail!("filling: {} of {total} claims addressed:\n{}", *addressed.borrow(), filler.process().tail(20));
+    }
+    let fill = FillResult { claims: total, seconds: started.elapsed().as_secs_f64() };
+    quiescent(&client, Duration::from_secs(120)).await?;
+    filler.stop();
+
+    let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.claim_resource());
+    let mut results = Vec::new();
+    for run in 0..config.startup_runs {
+        for subject in [Subject::FerroIpam, Subject::InCluster].into_iter().filter(|s| config.subjects.contains(s)) {
+            let before = RequestCounts::scrape(&client).await?;
+            let probe = format!("probe-{}-{run}", subject.name());
+            let started = Instant::now();
+            let mut running = Running::launch(config, &plane, subject)?;
+            tokio::task::block_in_place(|| running.wait_ready(config.timeout))?;
+            let ready_seconds = started.elapsed().as_secs_f64();
+            create_claims(&client, &probe, 0..1, POOLS, 1).await?;
+            let name = format!("{probe}-0");
+            let served = tokio::time::timeout(config.timeout, async {
+                loop {
+                    let claim = claims.get(&name).await?;
+                    if claim.status.and_then(|s| s.address_ref).is_some() {
+                        return anyhow::Ok(());
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await;
+            let first_claim_seconds = started.elapsed().as_secs_f64();
+            if !matches!(served, Ok(Ok(()))) {
+                bail!("{}: the probe claim got no address:\n{}", subject.name(), running.process().tail(20));
+            }
+            let after = quiescent(&client, Duration::from_secs(120)).await?;
+            let stats = running.stats()?;
+            eprintln!(
+                "bench: start-up of {} on {total} addresses, run {}: ready {ready_seconds:.1}s, first claim {first_claim_seconds:.1}s",
+                subject.name(),
+                run + 1
+            );
+            // The probe goes before the provider stops, so that the next start sees the same cluster.
+            claims.delete(&name, &DeleteParams::default()).await?;
+            while claims.get_opt(&name).await?.is_some() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            running.stop();
+            results.push(StartupResult {
+                subject,
+                addresses: total,
+                run,
+                ready_seconds,
+                first_claim_seconds,
+                peak_rss_mib: stats.peak_rss_mib,
+                cpu_seconds: stats.cpu_seconds,
+                requests: after.since(&before).without("POST ipaddressclaims", 1.0).0,
+            });
+        }
+    }
+    drop(plane);
+    Ok((fill, results))
+}

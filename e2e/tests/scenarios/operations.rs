@@ -1,0 +1,312 @@
+//! Running ferro-ipam as platform teams do: `deploy/` and the clusterctl release files accepted
+//! by the API server, the provider under exactly the RBAC `deploy/` grants (`rbac`), two replicas
+//! with leader election (`leader`), and a real Prometheus scraping it with every query of the
+//! dashboard and the alerts (`prometheus`).
+
+mod leader;
+mod prometheus;
+mod prometheus_server;
+mod rbac;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, Result, bail};
+use ferro_ipam_e2e::ControlPlane;
+use ferro_ipam_e2e::plane::repo_root;
+use serde_json::Value;
+
+/// A path under `deploy/`.
+pub fn deploy(path: &str) -> PathBuf {
+    repo_root().join("deploy").join(path)
+}
+
+/// YAML documents (of kubectl or of a file) as JSON values; empty documents dropped.
+pub fn yaml_documents(text: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(text).expect("valid YAML");
+    documents.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// `kubectl kustomize DIR`, as text.
+pub fn kustomize_text(plane: &ControlPlane, dir: &Path) -> String {
+    plane.kubectl_ok(&["kustomize", &dir.to_string_lossy()]).expect("kustomize builds")
+}
+
+/// `kubectl kustomize DIR`, as objects.
+pub fn kustomize(plane: &ControlPlane, dir: &Path) -> Vec<Value> {
+    yaml_documents(&kustomize_text(plane, dir))
+}
+
+/// The object of this kind and name.
+pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} among {:?}", kinds(objects)))
+}
+
+fn kinds(objects: &[Value]) -> BTreeSet<String> {
+    objects.iter().map(|o| o["kind"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+/// Resolves clusterctl variables as `clusterctl init` does when none is set: `${NAME:=default}`
+/// becomes `default`; a variable without a default is an error.
+pub fn clusterctl_defaults(text: &str) -> Result<String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find('}').context("unterminated ${")? + start;
+        let variable = &rest[start + 2..end];
+        match variable.split_once(":=") {
+            Some((_, default)) => out.push_str(default),
+            None => bail!("clusterctl variable ${{{variable}}} has no default: `clusterctl init` would require it"),
+        }
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The value of `--flag=value` among container args.
+pub fn arg_value(args: &[Value], flag: &str) -> Option<String> {
+    args.iter().filter_map(Value::as_str).find_map(|a| a.strip_prefix(&format!("{flag}=")).map(str::to_owned))
+}
+
+/// The port of a bind address (":8080" or "host:8080").
+fn port_of(address: &str) -> u16 {
+    address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {address:?}"))
+}
+
+/// Makes sure the install namespace exists, so that a server-side dry run can place objects in it.
+fn install_namespace(plane: &ControlPlane) {
+    let output = plane.kubectl(&["create", "namespace", "ferro-ipam-system"]).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() || stderr.contains("AlreadyExists"), "creating ferro-ipam-system: {stderr}");
+}
+
+/// `kubectl apply --dry-run=server` of `-k DIR` or `-f FILE`: the objects the API server would store.
+fn server_dry_run(plane: &ControlPlane, how: &str, path: &Path) -> Vec<Value> {
+    let out = plane
+        .kubectl_ok(&["apply", "--dry-run=server", how, &path.to_string_lossy(), "-o", "json"])
+        .unwrap_or_else(|e| panic!("the API server refuses {}: {e:#}", path.display()));
+    let list: Value = serde_json::from_str(&out).expect("kubectl prints JSON");
+    match list["kind"].as_str() {
+        Some("List") => list["items"].as_array().cloned().unwrap_or_default(),
+        _ => vec![list],
+    }
+}
+
+fn labels_select(selector: &Value, labels: &Value) -> bool {
+    selector.as_object().is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| labels[k] == *v))
+}
+
+/// The checks every install of the controller must pass (the base and the clusterctl file).
+fn assert_hardened_controller(objects: &[Value]) {
+    let deployment = find(objects, "Deployment", "ferro-ipam-controller");
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 2);
+    let pod = &spec["template"]["spec"];
+    let pod_labels = &spec["template"]["metadata"]["labels"];
+    assert!(labels_select(&spec["selector"]["matchLabels"], pod_labels));
+    assert_eq!(pod["serviceAccountName"], "ferro-ipam-controller");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    let container = &pod["containers"][0];
+    let security = &container["securityContext"];
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    for kind in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(container["resources"][kind][resource].is_string(), "{kind}.{resource} unset");
+        }
+    }
+    let args = container["args"].as_array().expect("args");
+    assert!(args.iter().any(|a| a == "--leader-elect"), "{args:?}");
+    assert_eq!(arg_value(args, "--leader-election-namespace").as_deref(), Some("$(POD_NAMESPACE)"));
+    let env = container["env"].as_array().expect("env");
+    let from_field =
+        |name: &str| env.iter().find(|e| e["name"] == name).map(|e| e["valueFrom"]["fieldRef"]["fieldPath"].clone());
+    assert_eq!(from_field("POD_NAME"), Some(Value::from("metadata.name")));
+    assert_eq!(from_field("POD_NAMESPACE"), Some(Value::from("metadata.namespace")));
+
+    // The probes and the Service reach the ports the flags open.
+    let port_named = |name: &str| {
+        container["ports"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .map(|p| p["containerPort"].clone())
+    };
+    let health = port_of(&arg_value(args, "--health-probe-bind-address").expect("health flag"));
+    let metrics = port_of(&arg_value(args, "--metrics-bind-address").expect("metrics flag"));
+    assert_eq!(port_named("health"), Some(Value::from(health)));
+    assert_eq!(port_named("metrics"), Some(Value::from(metrics)));
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "health", "{probe}");
+    }
+    let service = find(objects, "Service", "ferro-ipam-metrics");
+    assert!(labels_select(&service["spec"]["selector"], pod_labels), "the metrics Service selects the pods");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "metrics");
+    let pdb = find(objects, "PodDisruptionBudget", "ferro-ipam-controller");
+    assert!(labels_select(&pdb["spec"]["selector"]["matchLabels"], pod_labels), "the PDB covers the pods");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+
+    // The bindings name the ServiceAccount the pods run as, in the install namespace.
+    for (kind, name) in [("ClusterRoleBinding", "ferro-ipam-controller"), ("RoleBinding", "ferro-ipam-leader-election")]
+    {
+        let subject = &find(objects, kind, name)["subjects"][0];
+        assert_eq!(
+            (&subject["name"], &subject["namespace"]),
+            (&"ferro-ipam-controller".into(), &"ferro-ipam-system".into())
+        );
+    }
+    assert_eq!(find(objects, "Role", "ferro-ipam-leader-election")["metadata"]["namespace"], "ferro-ipam-system");
+
+    // The binary accepts the Deployment's flags: it gets as far as reading the kubeconfig.
+    let mut flags: Vec<String> =
+        args.iter().filter_map(Value::as_str).map(|a| a.replace("$(POD_NAMESPACE)", "ferro-ipam-system")).collect();
+    flags.extend(["--kubeconfig".into(), "/nonexistent/kubeconfig".into()]);
+    let run = Command::new(ferro_ipam_e2e::provider::binary()).args(&flags).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr) + String::from_utf8_lossy(&run.stdout);
+    assert!(stderr.contains("reading kubeconfig"), "ferro-ipam {flags:?} refused its flags: {stderr}");
+}
+
+#[test]
+fn deploy_base_is_accepted_by_the_api_server_and_runs_hardened() {
+    let plane = ControlPlane::shared();
+    install_namespace(plane);
+    let objects = server_dry_run(plane, "-k", &deploy(""));
+    let expected: BTreeSet<String> = [
+        "Namespace",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "ConfigMap",
+    ]
+    .map(str::to_owned)
+    .into();
+    assert_eq!(kinds(&objects), expected, "deploy/ works without the Prometheus operator's CRDs");
+    let crds: BTreeSet<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(crds, ["globalinclusterippools.ipam.cluster.x-k8s.io", "inclusterippools.ipam.cluster.x-k8s.io"].into());
+    for object in objects.iter().filter(|o| o["metadata"]["namespace"].is_string()) {
+        assert_eq!(object["metadata"]["namespace"], "ferro-ipam-system", "{}", object["metadata"]["name"]);
+    }
+    assert_hardened_controller(&objects);
+
+    let dashboard = find(&objects, "ConfigMap", "ferro-ipam-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let file = std::fs::read_to_string(deploy("dashboard/ferro-ipam.json")).unwrap();
+    assert_eq!(dashboard["data"]["ferro-ipam.json"].as_str(), Some(file.as_str()), "the ConfigMap holds the dashboard");
+}
+
+#[test]
+fn with_monitoring_adds_a_service_monitor_and_alert_rules_that_fit_the_base() {
+    let plane = ControlPlane::shared();
+    let base = kustomize(plane, &deploy(""));
+    let monitored = kustomize(plane, &deploy("with-monitoring"));
+    let mut expected = kinds(&base);
+    expected.extend(["ServiceMonitor".to_owned(), "PrometheusRule".to_owned()]);
+    assert_eq!(kinds(&monitored), expected);
+    assert_eq!(monitored.len(), base.len() + 2);
+
+    let monitor = find(&monitored, "ServiceMonitor", "ferro-ipam");
+    let service = find(&monitored, "Service", "ferro-ipam-metrics");
+    assert!(labels_select(&monitor["spec"]["selector"]["matchLabels"], &service["metadata"]["labels"]));
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
+    assert_eq!(endpoint["honorLabels"], true, "pool series keep their own namespace label");
+    let rules = find(&monitored, "PrometheusRule", "ferro-ipam");
+    let alerts: BTreeSet<&str> =
+        rules["spec"]["groups"][0]["rules"].as_array().unwrap().iter().filter_map(|r| r["alert"].as_str()).collect();
+    for alert in ["FerroIpamPoolNearlyFull", "FerroIpamClaimsNotReady", "FerroIpamNoLeader"] {
+        assert!(alerts.contains(alert), "{alert} missing from {alerts:?}");
+    }
+    for object in [monitor, rules] {
+        assert_eq!(object["metadata"]["namespace"], "ferro-ipam-system");
+    }
+}
+
+#[test]
+fn clusterctl_components_are_current_complete_and_accepted_by_the_api_server() {
+    let plane = ControlPlane::shared();
+    install_namespace(plane);
+    let file = deploy("clusterctl/ipam-components.yaml");
+    let committed = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        committed == kustomize_text(plane, &deploy("clusterctl")),
+        "deploy/clusterctl/ipam-components.yaml is stale: run `make release-manifests`"
+    );
+    let rendered = clusterctl_defaults(&committed).unwrap();
+    assert!(committed.contains("${FERRO_IPAM_IMAGE:="), "the image is a clusterctl variable");
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("ipam-components.yaml");
+    std::fs::write(&path, &rendered).unwrap();
+    let objects = server_dry_run(plane, "-f", &path);
+    assert_hardened_controller(&objects);
+    let base: BTreeSet<(String, String)> = kustomize(plane, &deploy(""))
+        .iter()
+        .map(|o| (o["kind"].as_str().unwrap().to_owned(), o["metadata"]["name"].as_str().unwrap().to_owned()))
+        .collect();
+    let components: BTreeSet<(String, String)> = objects
+        .iter()
+        .map(|o| (o["kind"].as_str().unwrap().to_owned(), o["metadata"]["name"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(components, base, "ipam-components.yaml installs what deploy/ installs");
+
+    // metadata.yaml covers the version being released, at Cluster API's v1beta2 contract.
+    let version = Command::new(ferro_ipam_e2e::provider::binary()).arg("--version").output().unwrap();
+    let version = String::from_utf8_lossy(&version.stdout);
+    let version = version.split_whitespace().last().expect("ferro-ipam --version prints a version");
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap());
+    let (major, minor) = (parts.next().unwrap(), parts.next().unwrap());
+    let metadata = &yaml_documents(&std::fs::read_to_string(deploy("clusterctl/metadata.yaml")).unwrap())[0];
+    assert_eq!(metadata["kind"], "Metadata");
+    assert_eq!(metadata["apiVersion"], "clusterctl.cluster.x-k8s.io/v1alpha3");
+    let series = metadata["releaseSeries"].as_array().unwrap();
+    assert!(
+        series.iter().any(|s| s["major"] == major && s["minor"] == minor && s["contract"] == "v1beta2"),
+        "metadata.yaml has no v1beta2 release series for {version}: {series:?}"
+    );
+
+    // The provider entry users add to clusterctl.yaml.
+    let config = &yaml_documents(&std::fs::read_to_string(repo_root().join("docs/clusterctl.yaml")).unwrap())[0];
+    let entry = &config["providers"][0];
+    assert_eq!((&entry["name"], &entry["type"]), (&"ferro-ipam".into(), &"IPAMProvider".into()));
+    assert!(entry["url"].as_str().unwrap().ends_with("/ipam-components.yaml"));
+}
+
+#[test]
+fn clusterctl_variables_without_a_default_are_refused() {
+    assert_eq!(clusterctl_defaults("image: ${IMAGE:=repo/x:v1} ok").unwrap(), "image: repo/x:v1 ok");
+    assert!(clusterctl_defaults("image: ${IMAGE}").is_err());
+}
+
+#[test]
+fn every_flag_of_the_binary_is_documented_in_operations_md() {
+    let help = Command::new(ferro_ipam_e2e::provider::binary()).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let flags: BTreeSet<&str> = help
+        .split_whitespace()
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|w| !matches!(*w, "--help" | "--version"))
+        .collect();
+    assert!(flags.len() >= 14, "{flags:?}");
+    let doc = std::fs::read_to_string(repo_root().join("docs/operations.md")).unwrap();
+    let missing: Vec<&&str> = flags.iter().filter(|f| !doc.contains(&format!("| `{f}` |"))).collect();
+    assert!(missing.is_empty(), "flags missing from the table in docs/operations.md: {missing:?}");
+}

@@ -1,0 +1,332 @@
+//! The provider under exactly the RBAC `deploy/` grants: `kubectl apply -k deploy/` on an API
+//! server that audits the provider's identity and enforces the blockOwnerDeletion permission
+//! check (OwnerReferencesPermissionEnforcement, on in many production clusters), then a full
+//! scenario as the ServiceAccount, with its own token. A missing permission shows up as a refused
+//! request; an extra one as a rule no request needed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ferro_ipam_e2e::objects::Scope;
+use ferro_ipam_e2e::{ControlPlane, Provider, certs, invariants};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{deploy, find, kustomize};
+use crate::PROMPTLY;
+
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:ferro-ipam-system:ferro-ipam-controller";
+/// The identity of the run with the finalizers rule taken out.
+const WITHOUT_FINALIZERS: &str = "ferro-ipam-without-finalizers";
+
+struct Audited {
+    plane: ControlPlane,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// A control plane of its own: audited, with the owner-reference permission check.
+fn audited() -> &'static Audited {
+    static AUDITED: OnceLock<Audited> = OnceLock::new();
+    AUDITED.get_or_init(|| {
+        let dir = tempfile::Builder::new().prefix("ferro-ipam-audit-").tempdir().unwrap();
+        let policy = dir.path().join("audit-policy.yaml");
+        let log = dir.path().join("audit.log");
+        std::fs::write(
+            &policy,
+            format!(
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+                 - level: Metadata\n  users: [\"{SERVICE_ACCOUNT}\", \"{WITHOUT_FINALIZERS}\"]\n- level: None\n"
+            ),
+        )
+        .unwrap();
+        let plane = ControlPlane::start_with(&[
+            format!("--audit-policy-file={}", policy.display()),
+            format!("--audit-log-path={}", log.display()),
+            "--audit-log-mode=blocking".to_owned(),
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_owned(),
+        ])
+        .unwrap_or_else(|e| panic!("starting the audited control plane: {e:#}"));
+        Audited { plane, log, _dir: dir }
+    })
+}
+
+/// A kubeconfig for this plane with `user` (the YAML of a kubeconfig `user:` entry).
+fn kubeconfig(plane: &ControlPlane, name: &str, user: &str) -> PathBuf {
+    let path = plane.dir.join(format!("{name}.kubeconfig"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
+             users:\n- name: {name}\n  user:\n{user}\ncontexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: {name}\n\
+             current-context: e2e\n",
+            plane.server,
+            plane.credentials.ca_cert.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+async fn scope_on(plane: &'static ControlPlane, ns: &str) -> Scope {
+    let client = plane.client().await;
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap();
+    Scope { plane, client, ns: ns.to_owned(), filter: None }
+}
+
+/// One request in the audit log.
+#[derive(Debug)]
+struct Request {
+    user: String,
+    /// `group/resource[/subresource]`, or `url:` and the URL of a non-resource request.
+    resource: String,
+    verb: String,
+    allowed: bool,
+    code: i64,
+    uri: String,
+}
+
+fn audit_log(path: &Path) -> Vec<Request> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut seen = BTreeSet::new();
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("audit events are JSON lines"))
+        .filter(|e| e["stage"] == "ResponseComplete" || e["stage"] == "ResponseStarted")
+        .filter(|e| seen.insert(e["auditID"].as_str().unwrap_or_default().to_owned()))
+        .map(|e| {
+            let object = &e["objectRef"];
+            let resource = if object.is_object() {
+                let mut r = format!(
+                    "{}/{}",
+                    object["apiGroup"].as_str().unwrap_or(""),
+                    object["resource"].as_str().unwrap_or("")
+                );
+                if let Some(sub) = object["subresource"].as_str() {
+                    r = format!("{r}/{sub}");
+                }
+                r
+            } else {
+                format!("url:{}", e["requestURI"].as_str().unwrap_or_default())
+            };
+            Request {
+                user: e["user"]["username"].as_str().unwrap_or_default().to_owned(),
+                resource,
+                verb: e["verb"].as_str().unwrap_or_default().to_owned(),
+                allowed: e["annotations"]["authorization.k8s.io/decision"] == "allow",
+                code: e["responseStatus"]["code"].as_i64().unwrap_or(0),
+                uri: e["requestURI"].as_str().unwrap_or_default().to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// `group/resource[/subresource]` -> verbs, as RBAC rules grant them.
+fn granted(rules: &Value) -> BTreeMap<String, BTreeSet<String>> {
+    let mut grants: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for rule in rules.as_array().unwrap() {
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                let key = format!("{}/{}", group.as_str().unwrap(), resource.as_str().unwrap());
+                grants
+                    .entry(key)
+                    .or_default()
+                    .extend(rule["verbs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()));
+            }
+        }
+    }
+    grants
+}
+
+/// Why a granted verb may go unused in the scenario, or None when it must be used.
+fn unused_is_expected(resource: &str, verb: &str, grants: &BTreeMap<String, BTreeSet<String>>) -> Option<&'static str> {
+    if verb == "get" && grants.get(resource).is_some_and(|v| v.contains("list")) {
+        return Some("get reveals nothing that list does not");
+    }
+    if verb == "update" && resource.ends_with("/finalizers") {
+        return Some("checked by admission for blockOwnerDeletion, proven by the run without it");
+    }
+    if resource == "events.k8s.io/events" && verb == "patch" {
+        return Some("kube-runtime's Recorder patches an Event that repeats for an unchanged object");
+    }
+    None
+}
+
+async fn address_by_hand(s: &Scope, name: &str, ip: &str) {
+    s.create(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2",
+        "kind": "IPAddress",
+        "metadata": {"name": name},
+        "spec": {"claimRef": {"name": name}, "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "nodes"}, "address": ip, "prefix": 24},
+    }))
+    .await
+    .unwrap();
+}
+
+/// Pools, claims (one adopting an existing IPAddress, one waiting on a full pool), a Cluster,
+/// release, Events, and the pools deleted at the end.
+async fn full_scenario(s: &Scope) {
+    let global = s.global_name("global");
+    s.cluster("wl", false).await.unwrap();
+    s.pool("nodes", json!({"addresses": ["10.60.0.10-10.60.0.12"], "prefix": 24, "gateway": "10.60.0.1"}))
+        .await
+        .unwrap();
+    s.global_pool(&global, json!({"addresses": ["10.61.0.0/29"], "prefix": 29})).await.unwrap();
+    address_by_hand(s, "adopted", "10.60.0.12").await;
+    for claim in ["c0", "c1"] {
+        s.claim_with(claim, "InClusterIPPool", "nodes", json!({"labels": {"cluster.x-k8s.io/cluster-name": "wl"}}))
+            .await
+            .unwrap();
+    }
+    s.claim("adopted", "InClusterIPPool", "nodes").await.unwrap();
+    s.claim("g0", "GlobalInClusterIPPool", &global).await.unwrap();
+    for claim in ["c0", "c1", "adopted", "g0"] {
+        s.wait_allocated(claim, PROMPTLY).await.unwrap();
+    }
+    assert_eq!(s.addresses().get("adopted").await.unwrap().spec.address, "10.60.0.12");
+
+    s.claim("c2", "InClusterIPPool", "nodes").await.unwrap();
+    s.wait_reason("c2", "PoolExhausted", PROMPTLY).await.unwrap();
+    s.delete_claim("c0").await.unwrap();
+    s.wait_allocated("c2", PROMPTLY).await.unwrap();
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+    let events = s.events_about("IPAddressClaim", "c2").await.unwrap();
+    assert!(events.iter().any(|(t, reason, _)| t == "Warning" && reason == "PoolExhausted"), "{events:?}");
+
+    for claim in ["c1", "c2", "adopted", "g0"] {
+        s.delete_claim(claim).await.unwrap();
+    }
+    s.eventually("every address is released", PROMPTLY, || async {
+        s.addresses().list(&ListParams::default()).await.unwrap().items.is_empty()
+    })
+    .await
+    .unwrap();
+    s.pools().delete("nodes", &DeleteParams::default()).await.unwrap();
+    s.global_pools().delete(&global, &DeleteParams::default()).await.unwrap();
+    s.eventually("both pools are gone", PROMPTLY, || async {
+        s.pools().get_opt("nodes").await.unwrap().is_none()
+            && s.global_pools().get_opt(&global).await.unwrap().is_none()
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
+    let audited = audited();
+    let plane = &audited.plane;
+    plane.kubectl_ok(&["apply", "--server-side", "-k", &deploy("").to_string_lossy()]).unwrap();
+    let objects = kustomize(plane, &deploy(""));
+    let token = plane
+        .kubectl_ok(&["create", "token", "ferro-ipam-controller", "-n", "ferro-ipam-system", "--duration", "2h"])
+        .unwrap();
+    let config = kubeconfig(plane, "ferro-ipam-controller", &format!("    token: {}", token.trim()));
+    let mut provider = Provider::launch(
+        plane,
+        &config,
+        &[
+            "--leader-elect",
+            "--leader-election-namespace",
+            "ferro-ipam-system",
+            "--leader-elect-lease-duration",
+            "5",
+            "--leader-elect-renew-margin",
+            "2",
+        ],
+    )
+    .unwrap();
+    provider.wait_ready(std::time::Duration::from_secs(60)).unwrap();
+    let s = scope_on(plane, "rbac-full-scenario").await;
+    full_scenario(&s).await;
+    let log = provider.log_tail(100_000);
+    provider.stop();
+    assert!(!log.to_lowercase().contains("forbidden"), "the provider was refused something:\n{log}");
+
+    let requests: Vec<Request> = audit_log(&audited.log).into_iter().filter(|r| r.user == SERVICE_ACCOUNT).collect();
+    assert!(requests.len() > 20, "the audit log holds the provider's requests ({})", requests.len());
+    let refused: Vec<&Request> = requests.iter().filter(|r| !r.allowed || r.code == 403).collect();
+    assert!(refused.is_empty(), "requests refused to the ServiceAccount: {refused:#?}");
+
+    let mut grants = granted(&find(&objects, "ClusterRole", "ferro-ipam-controller")["rules"]);
+    for (resource, verbs) in granted(&find(&objects, "Role", "ferro-ipam-leader-election")["rules"]) {
+        grants.entry(resource).or_default().extend(verbs);
+    }
+    let used: BTreeSet<(String, String)> = requests.iter().map(|r| (r.resource.clone(), r.verb.clone())).collect();
+    let mut extra = Vec::new();
+    for (resource, verbs) in &grants {
+        for verb in verbs {
+            if !used.contains(&(resource.clone(), verb.clone()))
+                && unused_is_expected(resource, verb, &grants).is_none()
+            {
+                extra.push(format!("{verb} {resource}"));
+            }
+        }
+    }
+    assert!(extra.is_empty(), "granted but never needed in a full scenario: {extra:?}\nused: {used:#?}");
+    for request in requests.iter().filter(|r| !r.resource.starts_with("url:")) {
+        assert!(
+            grants.get(&request.resource).is_some_and(|v| v.contains(&request.verb)),
+            "{} {} ({}) was allowed without a rule of deploy/",
+            request.verb,
+            request.resource,
+            request.uri
+        );
+    }
+
+    without_the_finalizers_rule_addresses_cannot_be_written(audited, &objects).await;
+}
+
+/// The same RBAC minus the finalizers rule, for another identity: blockOwnerDeletion makes
+/// every IPAddress create fail, and that shows up in the claim, the log and the audit log.
+async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'static Audited, objects: &[Value]) {
+    let plane = &audited.plane;
+    let client = plane.client().await;
+    let mut role = find(objects, "ClusterRole", "ferro-ipam-controller").clone();
+    let rules: Vec<Value> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["resources"].as_array().unwrap().iter().any(|x| x.as_str().unwrap().ends_with("/finalizers")))
+        .cloned()
+        .collect();
+    assert_eq!(rules.len() + 1, role["rules"].as_array().unwrap().len(), "one rule holds the finalizers");
+    role["rules"] = Value::from(rules);
+    role["metadata"] = json!({"name": WITHOUT_FINALIZERS});
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(role).unwrap())
+        .await
+        .unwrap();
+    let binding = json!({
+        "metadata": {"name": WITHOUT_FINALIZERS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WITHOUT_FINALIZERS},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": WITHOUT_FINALIZERS}],
+    });
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(binding).unwrap())
+        .await
+        .unwrap();
+    let (cert, key) =
+        certs::client_certificate(&plane.dir, &plane.credentials.ca, WITHOUT_FINALIZERS, &[], WITHOUT_FINALIZERS)
+            .unwrap();
+    let user = format!("    client-certificate: {}\n    client-key: {}", cert.display(), key.display());
+    let config = kubeconfig(plane, WITHOUT_FINALIZERS, &user);
+
+    let s = scope_on(plane, "rbac-without-finalizers").await;
+    let provider = Provider::launch(plane, &config, &["--namespace", &s.ns]).unwrap();
+    provider.wait_ready(std::time::Duration::from_secs(60)).unwrap();
+    s.pool("nodes", json!({"addresses": ["10.62.0.10-10.62.0.12"], "prefix": 24})).await.unwrap();
+    s.claim("c", "InClusterIPPool", "nodes").await.unwrap();
+    let message = s.wait_reason("c", "AllocationFailed", PROMPTLY).await.unwrap();
+    assert!(message.contains("forbidden"), "{message}");
+    assert!(s.addresses().list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(provider.log_tail(100_000).to_lowercase().contains("forbidden"));
+    let refused: Vec<Request> =
+        audit_log(&audited.log).into_iter().filter(|r| r.user == WITHOUT_FINALIZERS && r.code == 403).collect();
+    assert!(
+        refused.iter().any(|r| r.verb == "create" && r.resource == "ipam.cluster.x-k8s.io/ipaddresses"),
+        "the audit log shows the refused IPAddress create: {refused:#?}"
+    );
+}
