@@ -327,3 +327,18 @@ impl Scope {
         Err(anyhow!("{name}: finalizer {finalizer} kept conflicting"))
     }
 }
+
+impl Scope {
+    /// How many claims of this namespace are `Ready=True`.
+    pub async fn ready_claims(&self) -> usize {
+        let claims = self.claims().list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+        claims
+            .iter()
+            .filter(|c| {
+                c.status
+                    .as_ref()
+                    .is_some_and(|st| st.conditions.iter().any(|k| k["type"] == "Ready" && k["status"] == "True"))
+            })
+            .count()
+    }
+}

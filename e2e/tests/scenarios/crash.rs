@@ -18,18 +18,6 @@ async fn storm(s: &Scope, prefix: &str, pool: &str, count: usize) {
         .expect("creating the claims");
 }
 
-async fn ready_claims(s: &Scope) -> usize {
-    let claims = s.claims().list(&ListParams::default()).await.unwrap().items;
-    claims
-        .iter()
-        .filter(|c| {
-            c.status
-                .as_ref()
-                .is_some_and(|st| st.conditions.iter().any(|k| k["type"] == "Ready" && k["status"] == "True"))
-        })
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_in_the_middle_of_500_claims_loses_nothing_and_duplicates_nothing() {
     let s = Scope::new("sigkill-storm").await;
@@ -54,7 +42,7 @@ async fn sigkill_in_the_middle_of_500_claims_loses_nothing_and_duplicates_nothin
     tokio::time::sleep(Duration::from_millis(700)).await;
     second.kill();
     let _third = s.provider();
-    s.eventually("all 500 claims are Ready", Duration::from_secs(180), || async { ready_claims(&s).await == 500 })
+    s.eventually("all 500 claims are Ready", Duration::from_secs(180), || async { s.ready_claims().await == 500 })
         .await
         .unwrap();
     let addresses = s.address_map().await.unwrap();

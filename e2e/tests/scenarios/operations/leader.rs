@@ -38,18 +38,6 @@ fn which(identity: &str, replicas: &[&Provider; 2]) -> Option<usize> {
     replicas.iter().position(|p| p.process.pid().is_some_and(|pid| identity.ends_with(&format!("-{pid}"))))
 }
 
-async fn ready_claims(s: &Scope) -> usize {
-    let claims = s.claims().list(&ListParams::default()).await.unwrap().items;
-    claims
-        .iter()
-        .filter(|c| {
-            c.status
-                .as_ref()
-                .is_some_and(|st| st.conditions.iter().any(|k| k["type"] == "Ready" && k["status"] == "True"))
-        })
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn only_the_leader_allocates_and_a_killed_leader_hands_over_mid_storm() {
     let s = Scope::new("leader-election").await;
@@ -104,7 +92,7 @@ async fn only_the_leader_allocates_and_a_killed_leader_hands_over_mid_storm() {
     })
     .await
     .unwrap();
-    s.eventually("all claims are Ready", Duration::from_secs(120), || async { ready_claims(&s).await == CLAIMS })
+    s.eventually("all claims are Ready", Duration::from_secs(120), || async { s.ready_claims().await == CLAIMS })
         .await
         .unwrap();
     assert_eq!(leader_gauge(&follower), Some(1.0));
