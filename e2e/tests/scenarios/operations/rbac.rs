@@ -176,6 +176,19 @@ async fn full_scenario(s: &Scope) {
         .unwrap();
     s.global_pool(&global, json!({"addresses": ["10.61.0.0/29"], "prefix": 29})).await.unwrap();
     address_by_hand(s, "adopted", "10.60.0.12").await;
+    // The API server checks no uniqueness: a claim allocated before the provider has seen an
+    // IPAddress made by someone else could get its address. Wait until the pool counts it.
+    s.eventually("the provider has seen the address made by hand", PROMPTLY, || async {
+        s.pools()
+            .get("nodes")
+            .await
+            .ok()
+            .and_then(|p| p.status)
+            .and_then(|st| st.ip_addresses)
+            .is_some_and(|c| c.used == 1)
+    })
+    .await
+    .unwrap();
     for claim in ["c0", "c1"] {
         s.claim_with(claim, "InClusterIPPool", "nodes", json!({"labels": {"cluster.x-k8s.io/cluster-name": "wl"}}))
             .await
