@@ -81,7 +81,7 @@ pub async fn main(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-async fn fulfil(
+pub async fn fulfil(
     claims: &Api<IPAddressClaim>,
     addresses: &Api<IPAddress>,
     pools: &HashMap<String, String>,
@@ -89,10 +89,13 @@ async fn fulfil(
     ip: Ipv4Addr,
 ) -> Result<()> {
     let name = claim.name_any();
-    let mut finalizers = claim.finalizers().to_vec();
-    finalizers.push(RELEASE_ADDRESS_FINALIZER.to_owned());
-    let finalizer_patch = json!({"metadata": {"resourceVersion": claim.resource_version(), "finalizers": finalizers}});
-    claims.patch(&name, &PatchParams::default(), &Patch::Merge(&finalizer_patch)).await?;
+    if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
+        let mut finalizers = claim.finalizers().to_vec();
+        finalizers.push(RELEASE_ADDRESS_FINALIZER.to_owned());
+        let finalizer_patch =
+            json!({"metadata": {"resourceVersion": claim.resource_version(), "finalizers": finalizers}});
+        claims.patch(&name, &PatchParams::default(), &Patch::Merge(&finalizer_patch)).await?;
+    }
 
     let pool = &claim.spec.pool_ref.name;
     let address: IPAddress = serde_json::from_value(json!({

@@ -26,9 +26,12 @@ async fn main() -> Result<()> {
     let config = Config::from_env()?;
     eprintln!("bench: {config:?}");
     let mut runs = Vec::new();
-    for &claims in &config.sizes {
-        for &pools in &config.pool_counts {
-            for run in 0..config.runs {
+    let (mut fill, mut startup) = (None, Vec::new());
+    // Runs are the outer loop: after the first pass every configuration has a result, and each
+    // further pass adds to the medians. The start-up measurement comes after the first pass.
+    for run in 0..config.runs {
+        for &claims in &config.sizes {
+            for &pools in &config.pool_counts {
                 for &subject in &config.subjects {
                     eprintln!(
                         "bench: {} with {claims} claims over {pools} pool(s), run {} ...",
@@ -49,17 +52,18 @@ async fn main() -> Result<()> {
                         }
                         Err(error) => eprintln!("bench:   FAILED: {error:#}"),
                     }
-                    report::write(&config, &runs, None, &[])?;
+                    report::write(&config, &runs, fill.as_ref(), &startup)?;
                 }
             }
         }
+        if run == 0 && config.startup_addresses > 0 {
+            match startup::measure(&config).await {
+                Ok((f, s)) => (fill, startup) = (Some(f), s),
+                Err(error) => eprintln!("bench: start-up measurement FAILED: {error:#}"),
+            }
+            report::write(&config, &runs, fill.as_ref(), &startup)?;
+        }
     }
-    let (fill, startup) = if config.startup_addresses > 0 {
-        let (fill, startup) = startup::measure(&config).await?;
-        (Some(fill), startup)
-    } else {
-        (None, Vec::new())
-    };
     let report = report::write(&config, &runs, fill.as_ref(), &startup)?;
     println!("{report}");
     eprintln!("bench: results in {}", config.out_dir.display());

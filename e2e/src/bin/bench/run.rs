@@ -12,7 +12,7 @@ use ferro_ipam_e2e::objects::CAPI;
 use ferro_ipam_e2e::{ControlPlane, peer};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
@@ -39,6 +39,8 @@ pub struct RunResult {
     pub cpu_seconds: f64,
     /// The subject's API requests (the benchmark's own subtracted), by "VERB resource".
     pub requests: BTreeMap<String, f64>,
+    /// Pools the subject had not protected 10 s after it was ready, touched to wake it.
+    pub pools_touched: usize,
     /// The machine's 1-minute load average before and after (other work on it shows here).
     pub load: (f64, f64),
 }
@@ -94,16 +96,32 @@ pub async fn create_pools(client: &Client, count: usize) -> Result<()> {
 }
 
 /// Waits until every pool carries the deletion-protection finalizer: both providers add it
-/// before they allocate from a pool (ferro-ipam waits for it).
-pub async fn wait_pools_protected(client: &Client, count: usize, timeout: Duration) -> Result<()> {
+/// before they allocate from a pool (ferro-ipam waits for it). A pool still unprotected after
+/// 10 s is touched (an annotation) once, so that its controller sees an event; returns how many
+/// pools needed that (a provider that misses pools existing at its start shows up here).
+pub async fn wait_pools_protected(client: &Client, count: usize, timeout: Duration) -> Result<usize> {
     let api: Api<InClusterIPPool> = Api::namespaced(client.clone(), NAMESPACE);
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let mut touched = 0;
     loop {
         let pools = api.list(&ListParams::default()).await?.items;
-        if pools.iter().filter(|p| p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER)).count() == count {
-            return Ok(());
+        let unprotected: Vec<String> = pools
+            .iter()
+            .filter(|p| !p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER))
+            .map(|p| p.name_any())
+            .collect();
+        if pools.len() == count && unprotected.is_empty() {
+            return Ok(touched);
         }
-        ensure!(Instant::now() < deadline, "the pools were not protected within {timeout:?}");
+        if touched == 0 && started.elapsed() > Duration::from_secs(10) {
+            for name in &unprotected {
+                let patch = json!({"metadata": {"annotations": {"bench.ferro-ipam.dev/touched": "true"}}});
+                api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            }
+            touched = unprotected.len();
+            eprintln!("bench:   {touched} pool(s) unprotected after 10 s: touched them");
+        }
+        ensure!(started.elapsed() < timeout, "the pools were not protected within {timeout:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -195,6 +213,8 @@ pub async fn allocation(
     let outcome = measure_allocation(config, &plane, &client, subject, claims, pools, run).await;
     if outcome.is_err() {
         keep_logs(config, &plane, &format!("failed-{}-{claims}-{pools}-{run}", subject.name()));
+    } else if std::env::var("BENCH_KEEP_LOGS").is_ok_and(|v| v == "1") {
+        keep_logs(config, &plane, &format!("logs-{}-{claims}-{pools}-{run}", subject.name()));
     }
     outcome
 }
@@ -224,10 +244,15 @@ async fn measure_allocation(
     create_pools(client, pools).await?;
     let mut running = Running::launch(config, plane, subject)?;
     tokio::task::block_in_place(|| running.wait_ready(Duration::from_secs(120)))?;
-    if subject != Subject::Floor {
-        wait_pools_protected(client, pools, Duration::from_secs(60)).await?;
-    }
+    let pools_touched = match subject {
+        Subject::Floor => 0,
+        _ => wait_pools_protected(client, pools, Duration::from_secs(60)).await?,
+    };
     let mut addressed = watch_addressed(client).await?;
+    // One claim through the whole path first, so that no run pays for cold connections.
+    create_claims(client, "warmup", 0..1, pools, 1).await?;
+    let warm = tokio::time::timeout(Duration::from_secs(120), addressed.wait_for(|n| *n >= 1)).await.is_ok();
+    ensure!(warm, "{}: the warm-up claim got no address:\n{}", subject.name(), running.process().tail(20));
     let requests_before = RequestCounts::scrape(client).await?;
     let cpu_before = running.stats()?.cpu_seconds;
     let load_before = load_average();
@@ -235,7 +260,7 @@ async fn measure_allocation(
     let started = Instant::now();
     create_claims(client, "claim", 0..claims, pools, config.create_concurrency).await?;
     let create_seconds = started.elapsed().as_secs_f64();
-    let done = tokio::time::timeout(config.timeout, addressed.wait_for(|n| *n >= claims)).await.is_ok();
+    let done = tokio::time::timeout(config.timeout, addressed.wait_for(|n| *n > claims)).await.is_ok();
     let seconds = started.elapsed().as_secs_f64();
     if !done {
         bail!(
@@ -248,7 +273,25 @@ async fn measure_allocation(
     }
     let requests_after = quiescent(client, Duration::from_secs(60)).await?;
     let stats: ProcStats = running.stats()?;
-    check_unique(client, claims).await.with_context(|| format!("{} with {claims} claims", subject.name()))?;
+    // With BENCH_KEEP_LOGS=1, ferro-ipam's own metrics are kept beside its log.
+    if let Ok(address) = std::fs::read_to_string(plane.dir.join("ferro-ipam.metrics-address"))
+        && let Some(text) = ferro_ipam_e2e::process::http_get(&address, "/metrics")
+    {
+        let _ = std::fs::write(plane.dir.join("ferro-ipam-metrics.log"), text);
+    }
+    if std::env::var("BENCH_KEEP_LOGS").is_ok_and(|v| v == "1") {
+        for (kind, file) in [
+            ("ipaddressclaims.ipam.cluster.x-k8s.io", "claim-0.json.log"),
+            ("ipaddresses.ipam.cluster.x-k8s.io", "address-0.json.log"),
+        ] {
+            if let Ok(json) =
+                plane.kubectl_ok(&["-n", NAMESPACE, "get", kind, "claim-0", "-o", "json", "--show-managed-fields"])
+            {
+                let _ = std::fs::write(plane.dir.join(file), json);
+            }
+        }
+    }
+    check_unique(client, claims + 1).await.with_context(|| format!("{} with {claims} claims", subject.name()))?;
     running.stop();
     let requests = requests_after.since(&requests_before).without("POST ipaddressclaims", claims as f64);
     Ok(RunResult {
@@ -261,6 +304,7 @@ async fn measure_allocation(
         peak_rss_mib: stats.peak_rss_mib,
         cpu_seconds: stats.cpu_seconds - cpu_before,
         requests: requests.0,
+        pools_touched,
         load: (load_before, load_average()),
     })
 }

@@ -27,12 +27,14 @@ impl Running {
         Ok(match subject {
             Subject::FerroIpam => {
                 let health = format!("127.0.0.1:{}", free_port());
+                let metrics = format!("127.0.0.1:{}", free_port());
+                std::fs::write(plane.dir.join("ferro-ipam.metrics-address"), &metrics)?;
                 let mut command = Command::new(&config.ferro_bin);
                 command
                     .arg("--kubeconfig")
                     .arg(&plane.kubeconfig)
                     .args(["--health-probe-bind-address", &health])
-                    .args(["--metrics-bind-address", &format!("127.0.0.1:{}", free_port())])
+                    .args(["--metrics-bind-address", &metrics])
                     .args(&config.ferro_args);
                 let process = Process::start("ferro-ipam", command, plane.dir.join("ferro-ipam.log"))?;
                 Running::Process { process, health: Some(health) }
