@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 STYLE = {
     "floor": dict(color="#888888", marker="s", linestyle="--", label="floor (same writes, no allocation)"),
@@ -35,7 +36,10 @@ def main(source, target):
             if points:
                 ax.plot([n for n, _ in points], [r for _, r in points], **style)
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xticks(sorted({n for (p, _, n) in runs if p == pools}))
         ax.set_xlabel("claims created at once (N)")
         ax.set_title(f"{pools} pool" + ("" if pools == 1 else "s"))
         ax.grid(True, which="both", alpha=0.3)
