@@ -82,7 +82,17 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
         "every IPAddress and claim kept"
     );
     invariants::check(&client, &fleet.namespaces()).await.expect("ferro-ipam's pool statuses");
-    assert_eq!(fleet.pool_counts().await.unwrap(), counts_before, "the same pool counts as the in-cluster provider's");
+    // The same counts as the in-cluster provider's, except in the grace-period pool, whose held
+    // addresses may already be free (on a slow machine the period can end before this point).
+    let without_grace = |mut counts: std::collections::BTreeMap<String, _>| {
+        counts.retain(|pool: &String, _| !pool.ends_with("/grace"));
+        counts
+    };
+    assert_eq!(
+        without_grace(fleet.pool_counts().await.unwrap()),
+        without_grace(counts_before),
+        "the same pool counts as the in-cluster provider's"
+    );
 
     grace_period_is_honoured(&fleet, &before, &held_by_grace).await.unwrap();
     paused_pool_holds_until_unpaused(&fleet, &before, &held_by_pause).await.unwrap();

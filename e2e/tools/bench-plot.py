@@ -29,14 +29,14 @@ def main(source, target):
     for r in results["runs"]:
         runs[(r["pools"], r["subject"], r["claims"])].append(r["claims"] / r["seconds"])
     pool_counts = sorted({p for p, _, _ in runs})
-    fig, axes = plt.subplots(1, len(pool_counts), figsize=(5.5 * len(pool_counts), 4.2), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(pool_counts), figsize=(5.5 * len(pool_counts), 4.2), squeeze=False)
     for ax, pools in zip(axes[0], pool_counts):
         for subject, style in STYLE.items():
             points = sorted((n, statistics.median(v)) for (p, s, n), v in runs.items() if p == pools and s == subject)
             if points:
                 ax.plot([n for n, _ in points], [r for _, r in points], **style)
         ax.set_xscale("log")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0, top=1.15 * max(statistics.median(v) for (p, _, _), v in runs.items() if p == pools))
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xticks(sorted({n for (p, _, n) in runs if p == pools}))
