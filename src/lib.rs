@@ -14,3 +14,4 @@ pub mod health;
 pub mod index;
 pub mod metrics;
 pub mod run;
+pub mod selection;

@@ -1,13 +1,14 @@
 //! The pool CRDs, generated from the Rust types: `ferro-ipam crds` prints them and `crds/`
 //! holds that output (a test fails when it is stale).
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceDefinition, ValidationRule};
 use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 use std::collections::BTreeMap;
 
 use super::keys::{GLOBAL_IN_CLUSTER_IP_POOL, MOVE_HIERARCHY_LABEL};
 use super::pool::InClusterIPPool;
+use crate::selection::RESERVED_NAMES;
 
 /// The retired `v1alpha1` shape, kept in the CRD (not served) so that the API server accepts the
 /// CRD on clusters whose `status.storedVersions` still lists it (upgraded from the in-cluster
@@ -52,7 +53,29 @@ pub fn in_cluster_ip_pool() -> CustomResourceDefinition {
     let mut crd =
         merge_crds(vec![old, InClusterIPPool::crd()], "v1alpha2").expect("both versions describe the same kind");
     crd.metadata.labels = Some(BTreeMap::from([(MOVE_HIERARCHY_LABEL.to_owned(), String::new())]));
+    reserve_purpose_names(&mut crd);
     crd
+}
+
+/// A `poolRef` to `cluster-api-vips` or `cluster-api-vm-ips` asks for any pool labelled for
+/// that purpose, so no pool may be called so.
+fn reserve_purpose_names(crd: &mut CustomResourceDefinition) {
+    let names = RESERVED_NAMES.map(|n| format!("'{n}'")).join(", ");
+    let rule = ValidationRule {
+        rule: format!("!(self.metadata.name in [{names}])"),
+        message: Some(format!(
+            "metadata.name: {} are reserved: a claim's poolRef with such a name asks for any pool labelled for that purpose; \
+             give the pool another name and label it {}: \"true\" instead",
+            RESERVED_NAMES.join(" and "),
+            RESERVED_NAMES.join(" or ")
+        )),
+        ..ValidationRule::default()
+    };
+    for version in crd.spec.versions.iter_mut().filter(|v| v.served) {
+        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            schema.x_kubernetes_validations.get_or_insert_with(Vec::new).push(rule.clone());
+        }
+    }
 }
 
 /// The `GlobalInClusterIPPool` CRD: the same schema, cluster-scoped.

@@ -37,3 +37,23 @@ pub const FIELD_MANAGER: &str = "ferro-ipam";
 pub const IP_FAMILY_ANNOTATION: &str = "ferro-ipam.dev/ip-family";
 /// ferro-ipam: a specific address a claim asks for.
 pub const REQUESTED_ADDRESS_ANNOTATION: &str = "ferro-ipam.dev/requested-address";
+
+/// Purpose labels of a pool (value `"true"`): it serves claims that ask for "a VIP" or "a VM IP".
+pub const VIPS_LABEL: &str = "cluster-api-vips";
+pub const VM_IPS_LABEL: &str = "cluster-api-vm-ips";
+/// On a namespaced purpose pool: when every such pool of the namespace is full, global pools of
+/// the purpose are used next.
+pub const ALLOW_OVERFLOW_VIPS_LABEL: &str = "cluster-api-allow-overflow-vips";
+pub const ALLOW_OVERFLOW_VM_IPS_LABEL: &str = "cluster-api-allow-overflow-vm-ips";
+/// On a purpose pool: it serves claims of every infrastructure provider, not only its own.
+pub const ALLOW_ALL_PROVIDERS_LABEL: &str = "cluster-api-allow-all-providers";
+/// clusterctl: the provider a CRD (and, by ferro-ipam's convention, a purpose pool) belongs to.
+pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+/// ferro-ipam: on an `IPAddress` of a purpose claim, the pool that holds its address
+/// (`InClusterIPPool/<name>` or `GlobalInClusterIPPool/<name>`). Its `spec.poolRef` stays the
+/// claim's, as CAPI's validation requires.
+pub const ALLOCATED_FROM_ANNOTATION: &str = "ferro-ipam.dev/allocated-from";
+/// ferro-ipam: on a `Cluster`, asks for a control-plane VIP. `"true"` for port 6443, or the port.
+pub const CONTROL_PLANE_VIP_LABEL: &str = "ferro-ipam.dev/control-plane-vip";
+/// ferro-ipam: on an opted-in `Cluster` until its VIP claim is gone.
+pub const CONTROL_PLANE_VIP_FINALIZER: &str = "ferro-ipam.dev/control-plane-vip";

@@ -47,6 +47,10 @@ pub struct Context {
     pub claims: Store<IPAddressClaim>,
     /// None when the API server serves no CAPI `Cluster` (then no claim waits for one).
     pub clusters: Option<Store<Cluster>>,
+    /// The served `Cluster` resource, when there is one.
+    pub cluster_resource: Option<ApiResource>,
+    /// The infrastructure provider of a claim's owner, for purpose pools.
+    pub providers: super::provider::Providers,
     pub recorder: Recorder,
     pub metrics: std::sync::Arc<Metrics>,
     /// When each pool's status was last written.

@@ -65,7 +65,7 @@ impl AddressFeed {
 
     fn observe(&mut self, address: &IPAddress) {
         let holder = holder_of(address);
-        let Some(pool) = PoolKey::from_reference(&holder.namespace, &address.spec.pool_ref) else {
+        let Some(pool) = PoolKey::of_address(&holder.namespace, &address.spec.pool_ref, address.annotations()) else {
             return;
         };
         let ip: Option<IpAddr> = address.spec.address.parse().ok();
@@ -73,7 +73,10 @@ impl AddressFeed {
             warn!(address = %holder, value = %address.spec.address, "IPAddress records something that is not an IP address; ignoring it");
         }
         self.index.set_hold(&pool, &holder, HoldKind::Object, ip);
-        self.known.insert(holder.clone(), pool);
+        // Attributed to another pool than before (its allocated-from annotation was edited).
+        if let Some(before) = self.known.insert(holder.clone(), pool).filter(|before| before != &self.known[&holder]) {
+            self.index.set_hold(&before, &holder, HoldKind::Object, None);
+        }
         // The claim of the same name learns that its address changed (e.g. is being deleted).
         self.index.notify(Trigger::Claim(holder));
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use futures::{Stream, StreamExt, future};
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::core::{ApiResource, DynamicResourceScope};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -27,6 +27,7 @@ use crate::index::{Index, PoolKind, Trigger};
 use crate::metrics::{ControllerLabels, Metrics};
 
 use super::claim::{self, cluster_name};
+use super::cluster_vip;
 use super::context::Context;
 use super::discovery::Served;
 use super::error::Error;
@@ -207,31 +208,29 @@ pub async fn run(
     let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
     let claim_controller = Controller::new_with(claim_api, settings.filtered(), claim_resource.clone());
     let claims = claim_controller.store();
-    let (clusters, cluster_watch) = match served.cluster {
-        Some(version) => {
-            let resource = version.cluster_resource();
-            let (store, writer) = store_with(resource.clone());
-            let api: Api<Cluster> = settings.scoped(&client, &resource);
-            let claims = claims.clone();
-            let tx = claim_tx.clone();
-            let claim_resource = claim_resource.clone();
-            let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
-                .touched_objects()
-                .map(move |cluster| {
-                    if let Ok(cluster) = cluster {
-                        let namespace = cluster.namespace();
-                        for claim in claims.state().iter().filter(|c| {
-                            c.namespace() == namespace
-                                && cluster_name(c).as_deref() == Some(cluster.name_any().as_str())
-                        }) {
-                            let _ = tx.send(ObjectRef::from_obj_with(claim.as_ref(), claim_resource.clone()));
-                        }
+    let cluster_parts = served.cluster.map(|version| {
+        let resource = version.cluster_resource();
+        let (store, writer) = store_with(resource.clone());
+        let api: Api<Cluster> = settings.scoped(&client, &resource);
+        let claims = claims.clone();
+        let tx = claim_tx.clone();
+        let claim_resource = claim_resource.clone();
+        let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
+            .touched_objects()
+            .map(move |cluster| {
+                if let Ok(cluster) = &cluster {
+                    let namespace = cluster.namespace();
+                    for claim in claims.state().iter().filter(|c| {
+                        c.namespace() == namespace && cluster_name(c).as_deref() == Some(cluster.name_any().as_str())
+                    }) {
+                        let _ = tx.send(ObjectRef::from_obj_with(claim.as_ref(), claim_resource.clone()));
                     }
-                });
-            (Some(store), future::Either::Left(drain(watch)))
-        }
-        None => (None, future::Either::Right(future::ready(()))),
-    };
+                }
+                cluster
+            });
+        (store, resource, watch)
+    });
+    let clusters = cluster_parts.as_ref().map(|(store, _, _)| store.clone());
 
     let reporter = Reporter { controller: "ferro-ipam".into(), instance: settings.instance.clone() };
     let ctx = Arc::new(Context {
@@ -243,12 +242,49 @@ pub async fn run(
         addresses,
         claims: claims.clone(),
         clusters,
+        cluster_resource: served.cluster.map(|version| version.cluster_resource()),
+        providers: super::provider::Providers::new(client.clone()),
         recorder: Recorder::new(client.clone(), reporter),
         metrics: metrics.clone(),
         first_seen: Default::default(),
         only_namespace: settings.namespace.clone(),
         pool_writes: super::context::WriteThrottle::new(Duration::from_millis(500)),
     });
+
+    // Cluster watch -> the control-plane VIP controller, also woken by changes of its claims.
+    let cluster_watch = match cluster_parts {
+        Some((store, resource, watch)) => {
+            let claim_api: Api<PartialObjectMeta<IPAddressClaim>> = settings.scoped(&client, &claim_resource);
+            let selector = format!("{}={}", cluster_vip::ROLE_LABEL, cluster_vip::ROLE);
+            let owners = resource.clone();
+            let vip_claims = watcher(claim_api, watcher::Config::default().labels(&selector))
+                .default_backoff()
+                .touched_objects()
+                .filter_map(move |claim| {
+                    let owner = claim.ok().and_then(|claim| {
+                        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                        claim
+                            .metadata
+                            .owner_references
+                            .unwrap_or_default()
+                            .into_iter()
+                            .find(|o| o.kind == owners.kind)
+                            .map(|o| ObjectRef::new_with(&o.name, owners.clone()).within(&namespace))
+                    });
+                    future::ready(owner)
+                });
+            let controller = Controller::for_stream_with(watch, store, resource)
+                .reconcile_on(vip_claims)
+                .graceful_shutdown_on(shutdown.clone())
+                .run(
+                    |cluster, ctx| instrumented("cluster-vip", cluster, ctx, cluster_vip::reconcile),
+                    error_policy,
+                    ctx.clone(),
+                );
+            future::Either::Left(drain(controller))
+        }
+        None => future::Either::Right(future::ready(())),
+    };
 
     // Index triggers -> the claim and pool controllers.
     let (in_cluster_tx, in_cluster_rx) = mpsc::unbounded_channel::<ObjectRef<InClusterIPPool>>();

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::api::PoolReference;
-use crate::api::keys::{GLOBAL_IN_CLUSTER_IP_POOL, IN_CLUSTER_IP_POOL, IPAM_GROUP};
+use crate::api::keys::{ALLOCATED_FROM_ANNOTATION, GLOBAL_IN_CLUSTER_IP_POOL, IN_CLUSTER_IP_POOL, IPAM_GROUP};
 
 /// The two pool kinds ferro-ipam serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -61,6 +61,29 @@ impl PoolKey {
             PoolKind::Global => PoolKey::global(&pool_ref.name),
         })
     }
+
+    /// How the allocated-from annotation of an `IPAddress` names this pool: `<kind>/<name>`
+    /// (a namespaced pool is always in the address's own namespace).
+    pub fn annotation_value(&self) -> String {
+        format!("{}/{}", self.kind.as_str(), self.name)
+    }
+
+    /// The pool whose address an `IPAddress` of `namespace` records: the one its allocated-from
+    /// annotation names (purpose claims), else the one its `poolRef` names.
+    pub fn of_address(
+        namespace: &str,
+        pool_ref: &PoolReference,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Self> {
+        if let Some((kind, name)) = annotations.get(ALLOCATED_FROM_ANNOTATION).and_then(|v| v.split_once('/')) {
+            return match kind {
+                IN_CLUSTER_IP_POOL => Some(PoolKey::in_cluster(namespace, name)),
+                GLOBAL_IN_CLUSTER_IP_POOL => Some(PoolKey::global(name)),
+                _ => None,
+            };
+        }
+        Self::from_reference(namespace, pool_ref)
+    }
 }
 
 impl fmt::Display for PoolKey {
@@ -110,6 +133,21 @@ mod tests {
     fn claims_for_other_groups_or_kinds_are_not_ours() {
         assert_eq!(PoolKind::of_reference(&reference(Some("ipam.metal3.io"), "InClusterIPPool")), None);
         assert_eq!(PoolKind::of_reference(&reference(Some(IPAM_GROUP), "IPPool")), None);
+    }
+
+    #[test]
+    fn the_allocated_from_annotation_names_the_pool_over_the_pool_ref() {
+        let purpose = PoolReference { name: "cluster-api-vips".into(), ..reference(None, "GlobalInClusterIPPool") };
+        let pool = PoolKey::in_cluster("team", "vips");
+        let annotations =
+            std::collections::BTreeMap::from([(ALLOCATED_FROM_ANNOTATION.to_owned(), pool.annotation_value())]);
+        assert_eq!(PoolKey::of_address("team", &purpose, &annotations), Some(pool));
+        let global = PoolKey::global("shared");
+        let annotations =
+            std::collections::BTreeMap::from([(ALLOCATED_FROM_ANNOTATION.to_owned(), global.annotation_value())]);
+        assert_eq!(PoolKey::of_address("team", &purpose, &annotations), Some(global));
+        let plain = reference(None, "InClusterIPPool");
+        assert_eq!(PoolKey::of_address("team", &plain, &Default::default()), Some(PoolKey::in_cluster("team", "p")));
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod registry;
 mod report;
 mod spec;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -64,6 +64,8 @@ pub struct Index {
     registry: Arc<Registry>,
     triggers: mpsc::UnboundedSender<Trigger>,
     ready: Arc<watch::Sender<bool>>,
+    /// Purpose claims that found no pool with room: any pool change may be the one they need.
+    purpose_waiters: Arc<Mutex<HashSet<HolderKey>>>,
 }
 
 fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
@@ -79,7 +81,14 @@ impl Index {
         let (triggers, receiver) = mpsc::unbounded_channel();
         let (ready, _) = watch::channel(false);
         let sticky = SignedDuration::try_from(sticky).unwrap_or(SignedDuration::MAX);
-        let index = Index { pools: Arc::default(), sticky, registry: Arc::default(), triggers, ready: Arc::new(ready) };
+        let index = Index {
+            pools: Arc::default(),
+            sticky,
+            registry: Arc::default(),
+            triggers,
+            ready: Arc::new(ready),
+            purpose_waiters: Arc::default(),
+        };
         (index, receiver)
     }
 
@@ -167,6 +176,9 @@ impl Index {
             }
         }
         let facts_changed = slot.facts.as_ref() != Some(&facts);
+        if facts_changed || slot.spec.as_ref() != Some(spec) {
+            self.wake_purpose_waiters();
+        }
         slot.facts = Some(facts);
         let outside = if slot.spec.as_ref() != Some(spec) {
             slot.spec = Some(spec.clone());
@@ -194,6 +206,61 @@ impl Index {
             slot.entry.clear_allocators(String::new());
             self.wake_waiting(&mut slot);
         }
+        self.wake_purpose_waiters();
+    }
+
+    /// Remembers a purpose claim to be triggered when any pool appears, changes or goes.
+    pub fn wait_for_purpose_pools(&self, holder: &HolderKey) {
+        self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner).insert(holder.clone());
+    }
+
+    fn wake_purpose_waiters(&self) {
+        let waiting = std::mem::take(&mut *self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner));
+        for holder in waiting {
+            self.trigger(Trigger::Claim(holder));
+        }
+    }
+
+    /// A purpose claim found its pool: it no longer waits for the others it tried.
+    pub fn stop_waiting(&self, pools: &[PoolKey], holder: &HolderKey) {
+        for pool in pools {
+            if let Some(slot) = self.existing_slot(pool) {
+                lock(&slot).entry.stop_waiting(holder);
+            }
+        }
+        self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner).remove(holder);
+    }
+
+    /// Every known pool carrying `label`, with all its labels.
+    pub fn pools_labelled(&self, label: &str) -> Vec<(PoolKey, BTreeMap<String, String>)> {
+        let slots: Vec<(PoolKey, Arc<Mutex<Slot>>)> = self
+            .pools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        slots
+            .into_iter()
+            .filter_map(|(key, slot)| {
+                let slot = lock(&slot);
+                let labels = &slot.facts.as_ref()?.labels;
+                labels.contains_key(label).then(|| (key, labels.clone()))
+            })
+            .collect()
+    }
+
+    /// The address a claim holds in `pool`, if any.
+    pub fn claim_hold(&self, pool: &PoolKey, holder: &HolderKey) -> Option<IpAddr> {
+        self.existing_slot(pool).and_then(|slot| lock(&slot).entry.claim_hold(holder))
+    }
+
+    /// Whether `pool` could hand out an address now: it is valid and has a free one.
+    pub fn has_room(&self, pool: &PoolKey) -> bool {
+        self.existing_slot(pool).is_some_and(|slot| {
+            let slot = lock(&slot);
+            slot.entry.allocators().is_ok_and(|families| families.iter().any(|f| f.counts().free > 0))
+        })
     }
 
     /// Facts of a pool, when its object is known.
@@ -239,6 +306,15 @@ impl Index {
     /// Remembers a claim to be triggered when the pool changes or an address of it is freed.
     pub fn wait_for_pool(&self, pool: &PoolKey, holder: &HolderKey) {
         lock(&self.slot(pool)).entry.wait_for_room(holder);
+    }
+
+    /// Drops a claim's hold and its wait in every pool (a purpose claim whose pool is unknown).
+    pub fn release_claim_everywhere(&self, holder: &HolderKey) {
+        let keys: Vec<PoolKey> = self.pools.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+        for key in keys {
+            self.release_claim(&key, holder);
+        }
+        self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner).remove(holder);
     }
 
     /// Drops a claim's hold and its wait. Its address is remembered for a claim of the same name

@@ -10,13 +10,16 @@ use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 use crate::api::capi::{AddressSpec, IPAddress, IPAddressClaim, LocalReference, PoolReference};
-use crate::api::keys::{CLUSTER_NAME_LABEL, IPAM_GROUP, PROTECT_ADDRESS_FINALIZER};
+use crate::api::keys::{ALLOCATED_FROM_ANNOTATION, CLUSTER_NAME_LABEL, IPAM_GROUP, PROTECT_ADDRESS_FINALIZER};
 use crate::index::PoolKey;
 
 /// What the pool contributes to an address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolSide {
     pub key: PoolKey,
+    /// The purpose reference of the claim, when the pool was chosen by its labels: the
+    /// address's `poolRef` repeats it (CAPI requires the claim's), and an annotation names the pool.
+    pub via: Option<PoolReference>,
     pub uid: String,
     pub prefix: i32,
     pub gateway: Option<String>,
@@ -59,10 +62,13 @@ pub fn desired(
         address_resource,
         AddressSpec {
             claim_ref: LocalReference { name: claim.name_any() },
-            pool_ref: PoolReference {
-                api_group: Some(IPAM_GROUP.to_owned()),
-                kind: pool.key.kind.as_str().to_owned(),
-                name: pool.key.name.clone(),
+            pool_ref: match &pool.via {
+                Some(via) => PoolReference { api_group: Some(IPAM_GROUP.to_owned()), ..via.clone() },
+                None => PoolReference {
+                    api_group: Some(IPAM_GROUP.to_owned()),
+                    kind: pool.key.kind.as_str().to_owned(),
+                    name: pool.key.name.clone(),
+                },
             },
             address: ip.to_string(),
             prefix: pool.prefix,
@@ -73,6 +79,10 @@ pub fn desired(
         name: Some(claim.name_any()),
         namespace: claim.namespace(),
         labels: cluster.map(|c| BTreeMap::from([(CLUSTER_NAME_LABEL.to_owned(), c.to_owned())])),
+        annotations: pool
+            .via
+            .as_ref()
+            .map(|_| BTreeMap::from([(ALLOCATED_FROM_ANNOTATION.to_owned(), pool.key.annotation_value())])),
         finalizers: Some(vec![PROTECT_ADDRESS_FINALIZER.to_owned()]),
         owner_references: Some(vec![claim_owner(claim, claim_resource), pool_owner(pool)]),
         ..ObjectMeta::default()
@@ -83,7 +93,8 @@ pub fn desired(
 /// Whether an existing `IPAddress` of the claim's name records an address of the claim's pool.
 pub fn belongs_to(address: &IPAddress, claim: &IPAddressClaim, pool: &PoolKey) -> bool {
     address.spec.claim_ref.name == claim.name_any()
-        && PoolKey::from_reference(&address.namespace().unwrap_or_default(), &address.spec.pool_ref).as_ref()
+        && PoolKey::of_address(&address.namespace().unwrap_or_default(), &address.spec.pool_ref, address.annotations())
+            .as_ref()
             == Some(pool)
 }
 
@@ -140,6 +151,7 @@ mod tests {
     fn pool() -> PoolSide {
         PoolSide {
             key: PoolKey::in_cluster("ns", "pool"),
+            via: None,
             uid: "pool-uid".into(),
             prefix: 24,
             gateway: Some("10.0.0.1".into()),

@@ -9,6 +9,7 @@ mod address;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod gate;
+mod purpose;
 mod release;
 mod request;
 mod status;
@@ -25,7 +26,7 @@ use serde_json::Value;
 use tracing::{debug, info};
 
 use crate::allocator::Family;
-use crate::api::capi::{IPAddress, IPAddressClaim};
+use crate::api::capi::{Cluster, IPAddress, IPAddressClaim, PoolReference};
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolKind, Request, family_settings};
@@ -37,6 +38,7 @@ use super::finalizers;
 
 use gate::Gate;
 pub use gate::{ClusterState, cluster_is_paused, cluster_name};
+use purpose::{Choice, Target};
 use status::Readiness;
 
 /// How long a claim that waits for something the watches will announce sleeps at most anyway.
@@ -45,50 +47,83 @@ const RECHECK: Duration = Duration::from_secs(600);
 /// Reconciles one claim.
 pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<Action> {
     let namespace = claim.namespace().unwrap_or_default();
-    let Some(pool_key) = PoolKey::from_reference(&namespace, &claim.spec.pool_ref) else {
+    let Some(target) = Target::of(&claim) else {
         return Ok(Action::await_change());
     };
     ctx.index.wait_ready().await;
     let holder = HolderKey::new(&namespace, &claim.name_any());
     let cluster_name = cluster_name(&claim);
+    let cluster_object = cluster_name.as_deref().and_then(|name| ctx.cached_cluster(&namespace, name));
     let cluster = match &ctx.clusters {
-        Some(_) => ClusterState::of(
-            cluster_name.clone(),
-            ctx.cached_cluster(&namespace, cluster_name.as_deref().unwrap_or_default()).as_deref(),
-        ),
+        Some(_) => ClusterState::of(cluster_name.clone(), cluster_object.as_deref()),
         None => ClusterState::Unnamed,
     };
-    let pool = ctx.index.pool_facts(&pool_key);
+    // The pool the claim uses, once known: a purpose claim's is found below.
+    let known = match &target {
+        Target::Pool(key) => Some(key.clone()),
+        Target::Purpose(purpose) => purpose::known_pool(&ctx, *purpose, &holder),
+    };
+    let pool = known.as_ref().and_then(|key| ctx.index.pool_facts(key));
     if let Gate::Hold(why) = gate::gate(&claim, &cluster, pool.as_ref()) {
         debug!(claim = %holder, %why, "leaving the claim alone for now");
-        ctx.index.wait_for_pool(&pool_key, &holder);
+        match &known {
+            Some(key) => ctx.index.wait_for_pool(key, &holder),
+            None => ctx.index.wait_for_purpose_pools(&holder),
+        }
         return Ok(Action::await_change());
     }
     if let Some(deleted_at) = &claim.metadata.deletion_timestamp {
-        return release(&claim, &pool_key, &holder, pool.as_ref(), deleted_at.0, &ctx).await;
+        return release(&claim, known.as_ref(), &holder, pool.as_ref(), deleted_at.0, &ctx).await;
     }
     // Step 2, then straight on with the claim as the API server returned it.
     let claim = match finalizers::with_finalizer(claim.as_ref(), RELEASE_ADDRESS_FINALIZER) {
         Some(patch) => Arc::new(patch_claim(&ctx, &claim, &patch).await?),
         None => claim,
     };
-    let outcome = fulfil(&claim, &pool_key, &holder, pool.as_ref(), cluster_name.as_deref(), &ctx).await;
+    let pool_key = match (&target, known) {
+        (_, Some(key)) => Ok(key),
+        (Target::Purpose(purpose), None) => {
+            match purpose::choose(&ctx, *purpose, &claim, &holder, cluster_object.as_deref()).await {
+                Ok(Choice::Chosen(key)) => Ok(key),
+                Ok(Choice::Pending) => return Ok(Action::requeue(Duration::from_secs(2))),
+                Err(failure) => Err(failure),
+            }
+        }
+        (Target::Pool(key), None) => Ok(key.clone()),
+    };
+    let via = match &target {
+        Target::Purpose(_) => Some(&claim.spec.pool_ref),
+        Target::Pool(_) => None,
+    };
+    let outcome = match pool_key {
+        Ok(key) => {
+            let pool = ctx.index.pool_facts(&key);
+            fulfil(&claim, &key, via, &holder, pool.as_ref(), cluster_name.as_deref(), &ctx).await
+        }
+        Err(failure) => Err(failure),
+    };
     let (readiness, address_name, action) = match outcome {
         Ok(Fulfilled::Written(ip)) => {
             (Readiness::allocated(&ip.to_string()), Some(claim.name_any()), Action::await_change())
         }
         Ok(Fulfilled::Pending) => return Ok(Action::requeue(Duration::from_secs(2))),
         Err(Failure::NotReady(reason, message)) => {
-            ctx.index.wait_for_pool(&pool_key, &holder);
+            if let Target::Pool(key) = &target {
+                ctx.index.wait_for_pool(key, &holder);
+            }
             (Readiness::failed(reason, message), None, Action::requeue(RECHECK))
+        }
+        Err(Failure::Short { message, event_reason }) => {
+            let readiness = Readiness::failed(ClaimReason::PoolExhausted, message).with_event(event_reason);
+            (readiness, None, Action::requeue(RECHECK))
         }
         Err(Failure::Api(error)) => {
             let readiness = Readiness::failed(ClaimReason::AllocationFailed, error.to_string());
-            write_status(&ctx, &claim, None, &readiness).await?;
+            write_status(&ctx, &claim, None, &readiness, cluster_object.as_deref()).await?;
             return Err(error);
         }
     };
-    write_status(&ctx, &claim, address_name.as_deref(), &readiness).await?;
+    write_status(&ctx, &claim, address_name.as_deref(), &readiness, cluster_object.as_deref()).await?;
     Ok(action)
 }
 
@@ -104,6 +139,9 @@ enum Fulfilled {
 enum Failure {
     /// The claim cannot be served now: reason and message for its `Ready` condition.
     NotReady(ClaimReason, String),
+    /// No labelled pool of a purpose claim has room: `PoolExhausted`, and an Event of this
+    /// reason on the claim and its Cluster.
+    Short { message: String, event_reason: &'static str },
     /// The API server failed a request.
     Api(Error),
 }
@@ -131,6 +169,7 @@ fn not_ready(error: AllocError, pool: &PoolKey) -> Failure {
 async fn fulfil(
     claim: &IPAddressClaim,
     pool_key: &PoolKey,
+    via: Option<&PoolReference>,
     holder: &HolderKey,
     pool: Option<&PoolFacts>,
     cluster: Option<&str>,
@@ -164,6 +203,7 @@ async fn fulfil(
     let spec = ctx.index.pool_spec(pool_key).unwrap_or_default();
     let side = address::PoolSide {
         key: pool_key.clone(),
+        via: via.cloned(),
         uid: pool.uid.clone(),
         prefix: spec.prefix,
         gateway: spec.gateway.clone().filter(|g| !g.is_empty()),
@@ -255,7 +295,7 @@ async fn keep(
 /// Step 5: a deleted claim gives its address back.
 async fn release(
     claim: &IPAddressClaim,
-    pool_key: &PoolKey,
+    pool_key: Option<&PoolKey>,
     holder: &HolderKey,
     pool: Option<&PoolFacts>,
     deleted_at: Timestamp,
@@ -273,7 +313,7 @@ async fn release(
         Some(cached) => Some((*cached).clone()),
         None => api.get_opt(&holder.name).await.map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?,
     };
-    if let Some(existing) = existing.filter(|a| address::belongs_to(a, claim, pool_key)) {
+    if let Some(existing) = existing.filter(|a| pool_key.is_some_and(|key| address::belongs_to(a, claim, key))) {
         if let Some(patch) = finalizers::without_finalizer(&existing, PROTECT_ADDRESS_FINALIZER) {
             patch_address(ctx, holder, &patch).await?;
         }
@@ -282,11 +322,17 @@ async fn release(
             Err(e) if status_code(&e) == Some(404) => {}
             Err(e) => return Err(Error::kube(format!("deleting IPAddress {holder}"), e)),
         }
-        ctx.metrics.releases.get_or_create(&PoolLabels::of(pool_key)).inc();
+        if let Some(key) = pool_key {
+            ctx.metrics.releases.get_or_create(&PoolLabels::of(key)).inc();
+        }
         info!(claim = %holder, address = %existing.spec.address, "released");
     }
     ctx.served(holder);
-    ctx.index.release_claim(pool_key, holder);
+    match pool_key {
+        Some(key) => ctx.index.release_claim(key, holder),
+        // A purpose claim that never got a pool may still wait for one.
+        None => ctx.index.release_claim_everywhere(holder),
+    }
     if let Some(patch) = finalizers::without_finalizer(claim, RELEASE_ADDRESS_FINALIZER) {
         match patch_claim(ctx, claim, &patch).await {
             Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) => {}
@@ -318,6 +364,7 @@ async fn write_status(
     claim: &IPAddressClaim,
     address_name: Option<&str>,
     readiness: &Readiness,
+    cluster: Option<&Cluster>,
 ) -> Result<()> {
     let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, Timestamp::now()) else {
         return Ok(());
@@ -328,7 +375,15 @@ async fn write_status(
         .await
         .map_err(|e| Error::kube(format!("writing the status of IPAddressClaim {name}"), e))?;
     if !readiness.ready {
-        ctx.publish(claim, &ctx.claim_resource, true, readiness.reason.as_str(), readiness.message.clone()).await;
+        let reason = readiness.event_reason.unwrap_or(readiness.reason.as_str());
+        ctx.publish(claim, &ctx.claim_resource, true, reason, readiness.message.clone()).await;
+        // A purpose claim's shortage concerns its whole Cluster.
+        if let (Some(event_reason), Some(cluster), Some(resource)) =
+            (readiness.event_reason, cluster, &ctx.cluster_resource)
+        {
+            let note = format!("IPAddressClaim {}: {}", name, readiness.message);
+            ctx.publish(cluster, resource, true, event_reason, note).await;
+        }
     }
     Ok(())
 }

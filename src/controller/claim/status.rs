@@ -14,15 +14,26 @@ pub struct Readiness {
     pub ready: bool,
     pub reason: ClaimReason,
     pub message: String,
+    /// The reason of the Event when it differs from the condition's (`out-of-vips` and kin).
+    pub event_reason: Option<&'static str>,
 }
 
 impl Readiness {
     pub fn allocated(address: &str) -> Self {
-        Readiness { ready: true, reason: ClaimReason::Allocated, message: format!("allocated {address}") }
+        Readiness {
+            ready: true,
+            reason: ClaimReason::Allocated,
+            message: format!("allocated {address}"),
+            event_reason: None,
+        }
     }
 
     pub fn failed(reason: ClaimReason, message: impl Into<String>) -> Self {
-        Readiness { ready: false, reason, message: message.into() }
+        Readiness { ready: false, reason, message: message.into(), event_reason: None }
+    }
+
+    pub fn with_event(self, reason: &'static str) -> Self {
+        Readiness { event_reason: Some(reason), ..self }
     }
 
     fn status(&self) -> &'static str {

@@ -1,0 +1,148 @@
+//! Purpose claims ("a VIP", "a VM IP"): finding the pool that serves them among the labelled
+//! pools, in the order `crate::selection` gives, and holding an address there.
+
+use kube::ResourceExt;
+
+use crate::api::capi::{Cluster, IPAddressClaim};
+use crate::api::conditions::ClaimReason;
+use crate::index::{AllocError, HolderKey, PoolKey, PoolKind};
+use crate::metrics::PoolLabels;
+use crate::selection::{self, Candidates, Purpose};
+
+use super::super::context::Context;
+use super::super::provider::provider_kind;
+use super::{Failure, request};
+
+/// Where a claim's address comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The pool its `poolRef` names.
+    Pool(PoolKey),
+    /// A labelled pool of the purpose its `poolRef` asks for.
+    Purpose(Purpose),
+}
+
+impl Target {
+    /// None when the claim is not for ferro-ipam.
+    pub fn of(claim: &IPAddressClaim) -> Option<Target> {
+        if let Some(purpose) = Purpose::of_reference(&claim.spec.pool_ref) {
+            return Some(Target::Purpose(purpose));
+        }
+        PoolKey::from_reference(&claim.namespace().unwrap_or_default(), &claim.spec.pool_ref).map(Target::Pool)
+    }
+}
+
+/// The pool a purpose claim already uses: the one its `IPAddress` records, or the one where
+/// the index holds an address for it.
+pub fn known_pool(ctx: &Context, purpose: Purpose, holder: &HolderKey) -> Option<PoolKey> {
+    if let Some(address) = ctx.cached_address(&holder.namespace, &holder.name)
+        && let Some(pool) = PoolKey::of_address(&holder.namespace, &address.spec.pool_ref, address.annotations())
+        && Purpose::of_reference(&address.spec.pool_ref) == Some(purpose)
+    {
+        return Some(pool);
+    }
+    ctx.index
+        .pools_labelled(purpose.label())
+        .into_iter()
+        .map(|(pool, _)| pool)
+        .find(|pool| ctx.index.claim_hold(pool, holder).is_some())
+}
+
+/// What looking for a pool came to.
+pub enum Choice {
+    /// The claim holds an address of this pool now.
+    Chosen(PoolKey),
+    /// A pool that would do is not yet protected against deletion; try again shortly.
+    Pending,
+}
+
+async fn candidates(
+    ctx: &Context,
+    purpose: Purpose,
+    claim: &IPAddressClaim,
+    cluster: Option<&Cluster>,
+) -> (Candidates, Option<String>) {
+    let provider = match provider_kind(claim, cluster) {
+        Some(kind) => ctx.providers.of_kind(&kind).await,
+        None => None,
+    };
+    let pools = ctx.index.pools_labelled(purpose.label());
+    let found = selection::candidates(
+        purpose,
+        &claim.namespace().unwrap_or_default(),
+        provider.as_deref(),
+        pools.iter().map(|(k, l)| (k, l)),
+    );
+    (found, provider)
+}
+
+/// Why a pool cannot serve now, or None when it may be tried.
+fn unusable(ctx: &Context, pool: &PoolKey) -> Option<String> {
+    if pool.kind == PoolKind::Global && ctx.only_namespace.is_some() {
+        return Some("this ferro-ipam runs with --namespace and serves no global pool".to_owned());
+    }
+    match ctx.index.pool_facts(pool) {
+        None => Some("not found".to_owned()),
+        Some(f) if f.paused => Some("paused".to_owned()),
+        Some(f) if f.deleting => Some("being deleted".to_owned()),
+        Some(_) => None,
+    }
+}
+
+/// Finds the first pool, in order, that holds an address for the claim.
+pub async fn choose(
+    ctx: &Context,
+    purpose: Purpose,
+    claim: &IPAddressClaim,
+    holder: &HolderKey,
+    cluster: Option<&Cluster>,
+) -> Result<Choice, Failure> {
+    let (found, provider) = candidates(ctx, purpose, claim, cluster).await;
+    // Any pool that appears or changes may be the one this claim needs.
+    ctx.index.wait_for_purpose_pools(holder);
+    let order = found.order();
+    if order.is_empty() {
+        let message = selection::no_pool_message(purpose, &holder.namespace, provider.as_deref(), &found);
+        return Err(Failure::NotReady(ClaimReason::PoolNotReady, message));
+    }
+    let mut tried = Vec::new();
+    let mut unprotected = false;
+    for pool in order {
+        if let Some(why) = unusable(ctx, pool) {
+            tried.push((pool.clone(), why));
+            continue;
+        }
+        if ctx.index.pool_facts(pool).is_some_and(|f| !f.protected) {
+            unprotected = true;
+            ctx.index.wait_for_pool(pool, holder);
+            continue;
+        }
+        let dual_stack = ctx.index.pool_spec(pool).is_some_and(|s| s.dual_stack.is_some());
+        let request =
+            request::of(claim, dual_stack).map_err(|m| Failure::NotReady(ClaimReason::AllocationFailed, m))?;
+        match ctx.index.allocate(pool, holder, request) {
+            Ok(_) => {
+                let others: Vec<PoolKey> = tried.into_iter().map(|(p, _)| p).collect();
+                ctx.index.stop_waiting(&others, holder);
+                return Ok(Choice::Chosen(pool.clone()));
+            }
+            Err(error) => {
+                if matches!(error, AllocError::Exhausted(_)) {
+                    ctx.metrics.exhaustions.get_or_create(&PoolLabels::of(pool)).inc();
+                }
+                ctx.index.wait_for_pool(pool, holder);
+                tried.push((pool.clone(), error.to_string()));
+            }
+        }
+    }
+    if unprotected {
+        return Ok(Choice::Pending);
+    }
+    let other = candidates(ctx, purpose.other(), claim, cluster).await.0;
+    let other_order = other.order();
+    let other_short = !other_order.is_empty() && !other_order.iter().any(|p| ctx.index.has_room(p));
+    Err(Failure::Short {
+        message: selection::exhausted_message(purpose, &found, &tried),
+        event_reason: purpose.exhausted_reason(other_short),
+    })
+}
