@@ -8,8 +8,10 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use ferro_ipam::allocator::FamilyPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
+use ferro_ipam::api::keys::ALLOCATED_FROM_ANNOTATION;
 use ferro_ipam::api::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};
-use ferro_ipam::index::PoolKey;
+use ferro_ipam::index::{PoolKey, PoolKind};
+use ferro_ipam::selection::Purpose;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
@@ -46,10 +48,10 @@ async fn load(client: &Client, namespaces: &[&str]) -> Result<World> {
     let referenced: BTreeSet<String> = world
         .addresses
         .iter()
-        .map(|a| &a.spec.pool_ref)
-        .chain(world.claims.iter().map(|c| &c.spec.pool_ref))
-        .filter(|r| r.kind == "GlobalInClusterIPPool")
-        .map(|r| r.name.clone())
+        .filter_map(pool_of)
+        .chain(world.claims.iter().filter_map(|c| PoolKey::from_reference("", &c.spec.pool_ref)))
+        .filter(|key| key.kind == PoolKind::Global)
+        .map(|key| key.name)
         .collect();
     for pool in Api::<GlobalInClusterIPPool>::all(client.clone()).list(&ListParams::default()).await?.items {
         if referenced.contains(&pool.name_any()) {
@@ -57,6 +59,11 @@ async fn load(client: &Client, namespaces: &[&str]) -> Result<World> {
         }
     }
     Ok(world)
+}
+
+/// The pool whose address an `IPAddress` records (a purpose claim's names it in an annotation).
+fn pool_of(address: &IPAddress) -> Option<PoolKey> {
+    PoolKey::of_address(&address.namespace().unwrap_or_default(), &address.spec.pool_ref, address.annotations())
 }
 
 fn violations(world: &World) -> Vec<String> {
@@ -68,6 +75,7 @@ fn violations(world: &World) -> Vec<String> {
     // One address per claim: a Ready claim has its IPAddress, naming it and its pool.
     for claim in &world.claims {
         let ns = claim.namespace().unwrap_or_default();
+        let purpose = Purpose::of_reference(&claim.spec.pool_ref).is_some();
         let Some(pool) = PoolKey::from_reference(&ns, &claim.spec.pool_ref) else {
             continue;
         };
@@ -81,7 +89,17 @@ fn violations(world: &World) -> Vec<String> {
         match address_of(&ns, &claim.name_any()) {
             None => found.push(format!("claim {ns}/{} is Ready but has no IPAddress", claim.name_any())),
             Some(address) => {
-                if PoolKey::from_reference(&ns, &address.spec.pool_ref).as_ref() != Some(&pool) {
+                // A purpose claim's address repeats its poolRef and names a labelled pool.
+                if purpose
+                    && (address.spec.pool_ref != claim.spec.pool_ref
+                        || !address.annotations().contains_key(ALLOCATED_FROM_ANNOTATION))
+                {
+                    found.push(format!(
+                        "IPAddress {ns}/{} does not repeat the purpose claim's poolRef or name its pool",
+                        address.name_any()
+                    ));
+                }
+                if !purpose && pool_of(address).as_ref() != Some(&pool) {
                     found.push(format!("IPAddress {ns}/{} is not in the claim's pool {pool}", address.name_any()));
                 }
                 if address.spec.claim_ref.name != claim.name_any() {
@@ -99,7 +117,7 @@ fn violations(world: &World) -> Vec<String> {
     let mut holders: BTreeMap<(PoolKey, String), Vec<String>> = BTreeMap::new();
     for address in &world.addresses {
         let ns = address.namespace().unwrap_or_default();
-        let Some(pool) = PoolKey::from_reference(&ns, &address.spec.pool_ref) else {
+        let Some(pool) = pool_of(address) else {
             continue;
         };
         holders.entry((pool, address.spec.address.clone())).or_default().push(format!("{ns}/{}", address.name_any()));
@@ -123,9 +141,7 @@ fn violations(world: &World) -> Vec<String> {
         let ips: Vec<IpAddr> = world
             .addresses
             .iter()
-            .filter(|a| {
-                PoolKey::from_reference(&a.namespace().unwrap_or_default(), &a.spec.pool_ref).as_ref() == Some(key)
-            })
+            .filter(|a| pool_of(a).as_ref() == Some(key))
             .filter_map(|a| a.spec.address.parse().ok())
             .collect();
         // Each family of the pool (two for a dual-stack pool), as the allocator defines it.

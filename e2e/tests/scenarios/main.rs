@@ -8,7 +8,10 @@ mod extensions;
 mod in_cluster;
 mod lifecycle;
 mod operations;
+mod providers;
+mod purpose;
 mod validation;
+mod vip;
 
 use std::time::Duration;
 

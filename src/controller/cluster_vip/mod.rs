@@ -21,10 +21,14 @@ use crate::api::keys::{
     WATCH_FILTER_LABEL,
 };
 
+use super::claim::cluster_is_paused;
 use super::context::Context;
 use super::error::{Error, Result, status_code};
 use super::finalizers;
 use plan::{Observed, Step};
+
+/// How soon a Cluster whose VIP claim is being served or released is looked at again.
+const CLAIM_IN_FLIGHT: Duration = Duration::from_secs(2);
 
 /// Label on the claims this controller makes, so that it watches only those.
 pub const ROLE_LABEL: &str = "ferro-ipam.dev/role";
@@ -99,11 +103,12 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     match step {
         Step::Nothing(why) => {
             debug!(cluster = %cluster.name_any(), %why, "control-plane VIP: nothing to do");
-            // The claim has its address but the watch has not shown the IPAddress yet.
-            if claim.as_ref().is_some_and(|c| c.status.as_ref().is_some_and(|s| s.address_ref.is_some()))
-                && address.is_none()
-            {
-                return Ok(Action::requeue(Duration::from_secs(1)));
+            // Waiting on the claim, whose changes arrive through another watch than the store
+            // read here: look again shortly rather than miss the last one.
+            let in_flight =
+                claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some() || address.is_none());
+            if in_flight && !cluster_is_paused(&cluster) {
+                return Ok(Action::requeue(CLAIM_IN_FLIGHT));
             }
         }
         Step::BadLabel(message) => {
