@@ -20,12 +20,12 @@ fn cluster_resource() -> ApiResource {
     ferro_ipam_e2e::objects::CAPI.cluster_resource()
 }
 
-fn clusters(s: &Scope) -> Api<DynamicObject> {
+pub fn clusters(s: &Scope) -> Api<DynamicObject> {
     Api::namespaced_with(s.client.clone(), &s.ns, &cluster_resource())
 }
 
 /// A Cluster of provider A's infrastructure, opted in with `opt_in` (None: not opted in).
-async fn cluster(s: &Scope, name: &str, opt_in: Option<&str>, spec: Value) {
+pub async fn cluster(s: &Scope, name: &str, opt_in: Option<&str>, spec: Value) {
     let mut spec = spec;
     spec["infrastructureRef"] = json!({"apiGroup": INFRA_GROUP, "kind": kind(PROVIDER_A, "Cluster"), "name": name});
     let labels = opt_in.map(|v| json!({OPT_IN: v})).unwrap_or(json!({}));
@@ -45,7 +45,7 @@ async fn endpoint(s: &Scope, name: &str) -> Option<(String, i64)> {
     Some((host, endpoint["port"].as_i64().unwrap_or(0)))
 }
 
-async fn wait_endpoint(s: &Scope, name: &str) -> (String, i64) {
+pub async fn wait_endpoint(s: &Scope, name: &str) -> (String, i64) {
     s.eventually(&format!("Cluster {name} has its control-plane endpoint"), PROMPTLY, || async {
         endpoint(s, name).await.is_some()
     })
@@ -54,7 +54,7 @@ async fn wait_endpoint(s: &Scope, name: &str) -> (String, i64) {
     endpoint(s, name).await.unwrap()
 }
 
-async fn vip_pool(s: &Scope, name: &str, addresses: &str) -> String {
+pub async fn vip_pool(s: &Scope, name: &str, addresses: &str) -> String {
     labelled_global(s, name, addresses, labels(&[(VIPS, "true"), ("cluster.x-k8s.io/provider", PROVIDER_A)])).await
 }
 

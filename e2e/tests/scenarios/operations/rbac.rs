@@ -16,6 +16,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{deploy, find, kustomize};
+use crate::providers::{PROVIDER_A, install_kind};
+use crate::vip::{self, vip_pool};
 use crate::PROMPTLY;
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ferro-ipam-system:ferro-ipam-controller";
@@ -209,6 +211,19 @@ async fn full_scenario(s: &Scope) {
     let events = s.events_about("IPAddressClaim", "c2").await.unwrap();
     assert!(events.iter().any(|(t, reason, _)| t == "Warning" && reason == "PoolExhausted"), "{events:?}");
 
+    // A Cluster's control-plane VIP from a provider-scoped pool: the provider lookup reads the
+    // infrastructure kind's CRD, the claim is created and deleted, the Cluster patched.
+    install_kind(s, PROVIDER_A, "Cluster").await;
+    vip_pool(s, "vips", "10.110.30.10-10.110.30.20").await;
+    vip::cluster(s, "vip-wl", Some("true"), json!({})).await;
+    assert_eq!(vip::wait_endpoint(s, "vip-wl").await.0, "10.110.30.10");
+    vip::clusters(s).delete("vip-wl", &DeleteParams::default()).await.unwrap();
+    s.eventually("the Cluster with its VIP is gone", PROMPTLY, || async {
+        vip::clusters(s).get_opt("vip-wl").await.unwrap().is_none()
+    })
+    .await
+    .unwrap();
+
     for claim in ["c1", "c2", "adopted", "g0"] {
         s.delete_claim(claim).await.unwrap();
     }
@@ -292,7 +307,7 @@ async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
     without_the_finalizers_rule_addresses_cannot_be_written(audited, &objects).await;
 }
 
-/// The same RBAC minus the finalizers rule, for another identity: blockOwnerDeletion makes
+/// The same RBAC minus the finalizers rules, for another identity: blockOwnerDeletion makes
 /// every IPAddress create fail, and that shows up in the claim, the log and the audit log.
 async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'static Audited, objects: &[Value]) {
     let plane = &audited.plane;
@@ -305,7 +320,11 @@ async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'stat
         .filter(|r| !r["resources"].as_array().unwrap().iter().any(|x| x.as_str().unwrap().ends_with("/finalizers")))
         .cloned()
         .collect();
-    assert_eq!(rules.len() + 1, role["rules"].as_array().unwrap().len(), "one rule holds the finalizers");
+    assert_eq!(
+        rules.len() + 2,
+        role["rules"].as_array().unwrap().len(),
+        "two rules hold the finalizers: the IPAM objects' and the Clusters'"
+    );
     role["rules"] = Value::from(rules);
     role["metadata"] = json!({"name": WITHOUT_FINALIZERS});
     Api::<ClusterRole>::all(client.clone())
