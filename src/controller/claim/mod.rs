@@ -80,28 +80,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
         Some(patch) => Arc::new(patch_claim(&ctx, &claim, &patch).await?),
         None => claim,
     };
-    let pool_key = match (&target, known) {
-        (_, Some(key)) => Ok(key),
-        (Target::Purpose(purpose), None) => {
-            match purpose::choose(&ctx, *purpose, &claim, &holder, cluster_object.as_deref()).await {
-                Ok(Choice::Chosen(key)) => Ok(key),
-                Ok(Choice::Pending) => return Ok(Action::requeue(Duration::from_secs(2))),
-                Err(failure) => Err(failure),
-            }
-        }
-        (Target::Pool(key), None) => Ok(key.clone()),
-    };
-    let via = match &target {
-        Target::Purpose(_) => Some(&claim.spec.pool_ref),
-        Target::Pool(_) => None,
-    };
-    let outcome = match pool_key {
-        Ok(key) => {
-            let pool = ctx.index.pool_facts(&key);
-            fulfil(&claim, &key, via, &holder, pool.as_ref(), cluster_name.as_deref(), &ctx).await
-        }
-        Err(failure) => Err(failure),
-    };
+    let outcome = serve(&claim, &target, known, &holder, cluster_object.as_deref(), &ctx).await;
     let (readiness, address_name, action) = match outcome {
         Ok(Fulfilled::Written(ip)) => {
             (Readiness::allocated(&ip.to_string()), Some(claim.name_any()), Action::await_change())
@@ -125,6 +104,29 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
     };
     write_status(&ctx, &claim, address_name.as_deref(), &readiness, cluster_object.as_deref()).await?;
     Ok(action)
+}
+
+/// Step 3 for either kind of claim: the pool (a purpose claim's is chosen now, unless it has
+/// one), then the address.
+async fn serve(
+    claim: &IPAddressClaim,
+    target: &Target,
+    known: Option<PoolKey>,
+    holder: &HolderKey,
+    cluster: Option<&Cluster>,
+    ctx: &Context,
+) -> Result<Fulfilled, Failure> {
+    let (key, via) = match (target, known) {
+        (Target::Pool(key), _) => (key.clone(), None),
+        (Target::Purpose(_), Some(key)) => (key, Some(&claim.spec.pool_ref)),
+        (Target::Purpose(purpose), None) => match purpose::choose(ctx, *purpose, claim, holder, cluster).await? {
+            Choice::Chosen(key) => (key, Some(&claim.spec.pool_ref)),
+            Choice::Pending => return Ok(Fulfilled::Pending),
+        },
+    };
+    let pool = ctx.index.pool_facts(&key);
+    let cluster_name = cluster_name(claim);
+    fulfil(claim, &key, via, holder, pool.as_ref(), cluster_name.as_deref(), ctx).await
 }
 
 /// What fulfilling a claim came to.

@@ -16,9 +16,9 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{deploy, find, kustomize};
+use crate::PROMPTLY;
 use crate::providers::{PROVIDER_A, install_kind};
 use crate::vip::{self, vip_pool};
-use crate::PROMPTLY;
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ferro-ipam-system:ferro-ipam-controller";
 /// The identity of the run with the finalizers rule taken out.
