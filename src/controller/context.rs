@@ -49,6 +49,8 @@ pub struct Context {
     pub clusters: Option<Store<Cluster>>,
     pub recorder: Recorder,
     pub metrics: std::sync::Arc<Metrics>,
+    /// The cached claim versions this instance has written over.
+    pub own_writes: super::own_writes::OwnWrites,
     /// When each pool's status was last written.
     pub pool_writes: WriteThrottle,
     /// The namespace this instance is confined to (`--namespace`), if any.

@@ -33,6 +33,9 @@ use super::error::Error;
 use super::feed::{AddressFeed, PoolFeed};
 use super::pool::{self, PoolObject};
 
+/// How long a claim reconcile waits at most for the watch to show the claim's own last write.
+const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
+
 /// How the controllers are scoped and tuned.
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
@@ -248,6 +251,7 @@ pub async fn run(
         first_seen: Default::default(),
         only_namespace: settings.namespace.clone(),
         pool_writes: super::context::WriteThrottle::new(Duration::from_millis(500)),
+        own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
     });
 
     // Index triggers -> the claim and pool controllers.
@@ -300,6 +304,7 @@ pub async fn run(
     );
 
     let ready_index = index.clone();
+    let own_writes_ctx = ctx.clone();
     let announce_ready = async move {
         ready_index.wait_ready().await;
         health.set_ready(true);
@@ -307,6 +312,7 @@ pub async fn run(
         loop {
             metrics.claims_waiting.set(i64::try_from(ready_index.waiting_claims()).unwrap_or(i64::MAX));
             ready_index.expire_remembered();
+            own_writes_ctx.own_writes.expire();
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     };
