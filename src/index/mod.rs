@@ -224,6 +224,11 @@ impl Index {
         self.existing_slot(pool).and_then(|slot| lock(&slot).entry.object_hold(holder))
     }
 
+    /// The address the claim of this holder holds in `pool`.
+    pub fn claim_hold(&self, pool: &PoolKey, holder: &HolderKey) -> Option<IpAddr> {
+        self.existing_slot(pool).and_then(|slot| lock(&slot).entry.claim_hold(holder))
+    }
+
     /// Allocates an address of `pool` for a claim; the same address again for the same claim.
     /// A claim that finds the pool full is remembered and triggered when an address is freed.
     pub fn allocate(&self, pool: &PoolKey, holder: &HolderKey, request: Request) -> Result<IpAddr, AllocError> {
