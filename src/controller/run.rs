@@ -36,6 +36,12 @@ use super::pool::{self, PoolObject};
 /// How long a claim reconcile waits at most for the watch to show the claim's own last write.
 const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
 
+/// Pool status writes: each pool at most every 500 ms; when many pools are busy, 20 writes per
+/// second in all, each pool waiting at most 5 s (see `pool::WriteThrottle`).
+const POOL_WRITES_MIN_INTERVAL: Duration = Duration::from_millis(500);
+const POOL_WRITES_MAX_INTERVAL: Duration = Duration::from_secs(5);
+const POOL_WRITES_PER_SECOND: u32 = 20;
+
 /// How the controllers are scoped and tuned.
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
@@ -250,7 +256,11 @@ pub async fn run(
         metrics: metrics.clone(),
         first_seen: Default::default(),
         only_namespace: settings.namespace.clone(),
-        pool_writes: super::context::WriteThrottle::new(Duration::from_millis(500)),
+        pool_writes: pool::WriteThrottle::new(
+            POOL_WRITES_MIN_INTERVAL,
+            POOL_WRITES_MAX_INTERVAL,
+            POOL_WRITES_PER_SECOND,
+        ),
         own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
     });
 
