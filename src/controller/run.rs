@@ -88,6 +88,13 @@ where
     (writer.as_reader(), writer)
 }
 
+/// Drops what no controller reads before an object reaches a store: `managedFields` is about
+/// half of a stored claim or address. Patches built from cached objects name the fields they
+/// set and the `resourceVersion` they expect, never `managedFields`, so they are unaffected.
+fn lean<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 /// Counts down the listings the index waits for, and marks it ready after the last.
 fn readiness_gate(index: &Index, parts: usize) -> impl Fn() -> Box<dyn FnOnce() + Send> {
     let left = Arc::new(AtomicUsize::new(parts));
@@ -164,7 +171,8 @@ where
     let api: Api<K> = K::api(client.clone(), settings.namespace.as_deref());
     let (store, writer) = reflector::store();
     let mut feed = PoolFeed::new(index.clone(), listed);
-    let events = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff()).map(move |event| {
+    let watch = watcher(api, settings.filtered()).default_backoff().modify(lean);
+    let events = reflector::reflector(writer, watch).map(move |event| {
         if let Ok(event) = &event {
             feed.apply(event);
         }
@@ -203,19 +211,24 @@ pub async fn run(
     let mut address_feed = AddressFeed::new(index.clone(), gate());
     let address_api: Api<IPAddress> = settings.scoped(&client, &address_resource);
     let address_watch = drain(
-        reflector::reflector(address_writer, watcher(address_api, watcher::Config::default()).default_backoff()).map(
-            move |event| match &event {
-                Ok(event) => address_feed.apply(event),
-                Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
-            },
-        ),
+        reflector::reflector(
+            address_writer,
+            watcher(address_api, watcher::Config::default()).default_backoff().modify(lean),
+        )
+        .map(move |event| match &event {
+            Ok(event) => address_feed.apply(event),
+            Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
+        }),
     );
 
     // Cluster watch -> store for the pause rules; its changes retrigger the Cluster's claims.
     let (claim_tx, claim_rx) = mpsc::unbounded_channel::<ObjectRef<IPAddressClaim>>();
     let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
-    let claim_controller = Controller::new_with(claim_api, settings.filtered(), claim_resource.clone());
-    let claims = claim_controller.store();
+    let (claims, claim_writer) = store_with(claim_resource.clone());
+    let claim_watch =
+        reflector::reflector(claim_writer, watcher(claim_api, settings.filtered()).default_backoff().modify(lean))
+            .applied_objects();
+    let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone());
     let (clusters, cluster_watch) = match served.cluster {
         Some(version) => {
             let resource = version.cluster_resource();
@@ -224,7 +237,7 @@ pub async fn run(
             let claims = claims.clone();
             let tx = claim_tx.clone();
             let claim_resource = claim_resource.clone();
-            let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
+            let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff().modify(lean))
                 .touched_objects()
                 .map(move |cluster| {
                     if let Ok(cluster) = cluster {
