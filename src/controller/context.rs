@@ -11,31 +11,6 @@ use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::index::{HolderKey, Index};
 use crate::metrics::Metrics;
 
-/// Spaces the status writes of each pool at least `interval` apart.
-pub struct WriteThrottle {
-    interval: std::time::Duration,
-    last: std::sync::Mutex<std::collections::HashMap<crate::index::PoolKey, std::time::Instant>>,
-}
-
-impl WriteThrottle {
-    pub fn new(interval: std::time::Duration) -> Self {
-        WriteThrottle { interval, last: Default::default() }
-    }
-
-    /// How long to wait before the next write of `pool`, if at all.
-    pub fn wait(&self, pool: &crate::index::PoolKey) -> Option<std::time::Duration> {
-        let last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let since = last.get(pool)?.elapsed();
-        (since < self.interval).then(|| self.interval - since)
-    }
-
-    /// Notes a write of `pool` now.
-    pub fn wrote(&self, pool: &crate::index::PoolKey) {
-        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        last.insert(pool.clone(), std::time::Instant::now());
-    }
-}
-
 /// Shared state of the controllers.
 pub struct Context {
     pub client: Client,
@@ -53,8 +28,10 @@ pub struct Context {
     pub providers: super::provider::Providers,
     pub recorder: Recorder,
     pub metrics: std::sync::Arc<Metrics>,
+    /// The cached claim versions this instance has written over.
+    pub own_writes: super::own_writes::OwnWrites,
     /// When each pool's status was last written.
-    pub pool_writes: WriteThrottle,
+    pub pool_writes: super::pool::WriteThrottle,
     /// The namespace this instance is confined to (`--namespace`), if any.
     pub only_namespace: Option<String>,
     /// When each claim still waiting for its address was first seen (for the latency histogram).
@@ -113,20 +90,5 @@ impl Context {
         if let Err(error) = self.recorder.publish(&event, &object.object_ref(dyntype)).await {
             warn!(%error, reason, "could not record an event");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pool_written_just_now_waits_and_another_pool_does_not() {
-        let throttle = WriteThrottle::new(std::time::Duration::from_secs(60));
-        let a = crate::index::PoolKey::in_cluster("ns", "a");
-        assert_eq!(throttle.wait(&a), None);
-        throttle.wrote(&a);
-        assert!(throttle.wait(&a).is_some_and(|w| w > std::time::Duration::from_secs(50)));
-        assert_eq!(throttle.wait(&crate::index::PoolKey::global("b")), None);
     }
 }

@@ -72,13 +72,22 @@ impl AddressFeed {
         if ip.is_none() {
             warn!(address = %holder, value = %address.spec.address, "IPAddress records something that is not an IP address; ignoring it");
         }
-        self.index.set_hold(&pool, &holder, HoldKind::Object, ip);
-        // Attributed to another pool than before (its allocated-from annotation was edited).
-        if let Some(before) = self.known.insert(holder.clone(), pool).filter(|before| before != &self.known[&holder]) {
-            self.index.set_hold(&before, &holder, HoldKind::Object, None);
+        let before = self.known.get(&holder).cloned();
+        let known = wake::Known {
+            object: before.as_ref().and_then(|p| self.index.object_hold(p, &holder)),
+            claim: self.index.claim_hold(&pool, &holder),
+            pool: before,
+        };
+        if let Some(old) = known.pool.as_ref().filter(|old| **old != pool) {
+            // Moved to another pool: it no longer holds its address in the old one.
+            self.index.set_hold(old, &holder, HoldKind::Object, None);
         }
-        // The claim of the same name learns that its address changed (e.g. is being deleted).
-        self.index.notify(Trigger::Claim(holder));
+        self.index.set_hold(&pool, &holder, HoldKind::Object, ip);
+        // The claim of the same name learns what it does not know yet (e.g. that it is being deleted).
+        if wake::wakes_claim(address, &pool, ip, &known) {
+            self.index.notify(Trigger::Claim(holder.clone()));
+        }
+        self.known.insert(holder, pool);
     }
 
     fn forget(&mut self, holder: &HolderKey) {
@@ -156,3 +165,4 @@ impl PoolFeed {
 
 #[cfg(test)]
 mod tests;
+mod wake;

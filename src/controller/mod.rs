@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod error;
 pub mod feed;
 pub mod finalizers;
+pub mod own_writes;
 pub mod pool;
 pub mod provider;
 pub mod run;

@@ -34,6 +34,15 @@ use super::error::Error;
 use super::feed::{AddressFeed, PoolFeed};
 use super::pool::{self, PoolObject};
 
+/// How long a claim reconcile waits at most for the watch to show the claim's own last write.
+const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// Pool status writes: each pool at most every 500 ms; when many pools are busy, 20 writes per
+/// second in all, each pool waiting at most 5 s (see `pool::WriteThrottle`).
+const POOL_WRITES_MIN_INTERVAL: Duration = Duration::from_millis(500);
+const POOL_WRITES_MAX_INTERVAL: Duration = Duration::from_secs(5);
+const POOL_WRITES_PER_SECOND: u32 = 20;
+
 /// How the controllers are scoped and tuned.
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
@@ -78,6 +87,13 @@ where
 {
     let writer = reflector::store::Writer::new(resource);
     (writer.as_reader(), writer)
+}
+
+/// Drops what no controller reads before an object reaches a store: `managedFields` is about
+/// half of a stored claim or address. Patches built from cached objects name the fields they
+/// set and the `resourceVersion` they expect, never `managedFields`, so they are unaffected.
+fn lean<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// Counts down the listings the index waits for, and marks it ready after the last.
@@ -156,7 +172,8 @@ where
     let api: Api<K> = K::api(client.clone(), settings.namespace.as_deref());
     let (store, writer) = reflector::store();
     let mut feed = PoolFeed::new(index.clone(), listed);
-    let events = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff()).map(move |event| {
+    let watch = watcher(api, settings.filtered()).default_backoff().modify(lean);
+    let events = reflector::reflector(writer, watch).map(move |event| {
         if let Ok(event) = &event {
             feed.apply(event);
         }
@@ -195,19 +212,24 @@ pub async fn run(
     let mut address_feed = AddressFeed::new(index.clone(), gate());
     let address_api: Api<IPAddress> = settings.scoped(&client, &address_resource);
     let address_watch = drain(
-        reflector::reflector(address_writer, watcher(address_api, watcher::Config::default()).default_backoff()).map(
-            move |event| match &event {
-                Ok(event) => address_feed.apply(event),
-                Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
-            },
-        ),
+        reflector::reflector(
+            address_writer,
+            watcher(address_api, watcher::Config::default()).default_backoff().modify(lean),
+        )
+        .map(move |event| match &event {
+            Ok(event) => address_feed.apply(event),
+            Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
+        }),
     );
 
     // Cluster watch -> store for the pause rules; its changes retrigger the Cluster's claims.
     let (claim_tx, claim_rx) = mpsc::unbounded_channel::<ObjectRef<IPAddressClaim>>();
     let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
-    let claim_controller = Controller::new_with(claim_api, settings.filtered(), claim_resource.clone());
-    let claims = claim_controller.store();
+    let (claims, claim_writer) = store_with(claim_resource.clone());
+    let claim_watch =
+        reflector::reflector(claim_writer, watcher(claim_api, settings.filtered()).default_backoff().modify(lean))
+            .applied_objects();
+    let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone());
     let cluster_parts = served.cluster.map(|version| {
         let resource = version.cluster_resource();
         let (store, writer) = store_with(resource.clone());
@@ -215,7 +237,7 @@ pub async fn run(
         let claims = claims.clone();
         let tx = claim_tx.clone();
         let claim_resource = claim_resource.clone();
-        let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff())
+        let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff().modify(lean))
             .touched_objects()
             .map(move |cluster| {
                 if let Ok(cluster) = &cluster {
@@ -248,7 +270,12 @@ pub async fn run(
         metrics: metrics.clone(),
         first_seen: Default::default(),
         only_namespace: settings.namespace.clone(),
-        pool_writes: super::context::WriteThrottle::new(Duration::from_millis(500)),
+        pool_writes: pool::WriteThrottle::new(
+            POOL_WRITES_MIN_INTERVAL,
+            POOL_WRITES_MAX_INTERVAL,
+            POOL_WRITES_PER_SECOND,
+        ),
+        own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
     });
 
     // Cluster watch -> the control-plane VIP controller, also woken by changes of its claims.
@@ -336,6 +363,7 @@ pub async fn run(
     );
 
     let ready_index = index.clone();
+    let own_writes_ctx = ctx.clone();
     let announce_ready = async move {
         ready_index.wait_ready().await;
         health.set_ready(true);
@@ -343,6 +371,7 @@ pub async fn run(
         loop {
             metrics.claims_waiting.set(i64::try_from(ready_index.waiting_claims()).unwrap_or(i64::MAX));
             ready_index.expire_remembered();
+            own_writes_ctx.own_writes.expire();
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     };

@@ -50,8 +50,13 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
     let Some(target) = Target::of(&claim) else {
         return Ok(Action::await_change());
     };
-    ctx.index.wait_ready().await;
     let holder = HolderKey::new(&namespace, &claim.name_any());
+    // A deletion is a new version, so it is never waited for; this only spares repeating a write.
+    if claim.metadata.deletion_timestamp.is_none() && ctx.own_writes.outdated(&uid_of(&claim), &version_of(&claim)) {
+        debug!(claim = %holder, "the cached claim predates our last write to it; waiting for the watch to bring it");
+        return Ok(Action::await_change());
+    }
+    ctx.index.wait_ready().await;
     let cluster_name = cluster_name(&claim);
     let cluster_object = cluster_name.as_deref().and_then(|name| ctx.cached_cluster(&namespace, name));
     let cluster = match &ctx.clusters {
@@ -341,15 +346,32 @@ async fn release(
             other => drop(other?),
         }
     }
+    ctx.own_writes.forget(&uid_of(claim));
     Ok(Action::await_change())
+}
+
+fn uid_of(claim: &IPAddressClaim) -> String {
+    claim.uid().unwrap_or_default()
+}
+
+fn version_of(claim: &IPAddressClaim) -> String {
+    claim.resource_version().unwrap_or_default()
+}
+
+/// Notes that a write replaced version `acted_on` of the claim by `written`.
+fn wrote(ctx: &Context, acted_on: &IPAddressClaim, written: &IPAddressClaim) {
+    ctx.own_writes.wrote(&uid_of(acted_on), &version_of(acted_on), &version_of(written));
 }
 
 async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Result<IPAddressClaim> {
     let name = claim.name_any();
-    ctx.claim_api(&claim.namespace().unwrap_or_default())
+    let written = ctx
+        .claim_api(&claim.namespace().unwrap_or_default())
         .patch(&name, &super::write_params(), &Patch::Merge(patch))
         .await
-        .map_err(|e| Error::kube(format!("updating finalizers of IPAddressClaim {name}"), e))
+        .map_err(|e| Error::kube(format!("updating finalizers of IPAddressClaim {name}"), e))?;
+    wrote(ctx, claim, &written);
+    Ok(written)
 }
 
 async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Result<()> {
@@ -372,10 +394,12 @@ async fn write_status(
         return Ok(());
     };
     let name = claim.name_any();
-    ctx.claim_api(&claim.namespace().unwrap_or_default())
+    let written = ctx
+        .claim_api(&claim.namespace().unwrap_or_default())
         .patch_status(&name, &super::write_params(), &Patch::Merge(&patch))
         .await
         .map_err(|e| Error::kube(format!("writing the status of IPAddressClaim {name}"), e))?;
+    wrote(ctx, claim, &written);
     if !readiness.ready {
         let reason = readiness.event_reason.unwrap_or(readiness.reason.as_str());
         ctx.publish(claim, &ctx.claim_resource, true, reason, readiness.message.clone()).await;

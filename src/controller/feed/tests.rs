@@ -135,3 +135,64 @@ fn addresses_of_other_providers_pools_are_ignored() {
     addresses.apply(&Event::Apply(foreign));
     assert_eq!(index.report(&PoolKey::in_cluster("ns", "p")).address_objects, 0);
 }
+
+fn claim_triggers(triggers: &mut tokio::sync::mpsc::UnboundedReceiver<crate::index::Trigger>) -> Vec<HolderKey> {
+    let mut claims = Vec::new();
+    while let Ok(trigger) = triggers.try_recv() {
+        if let crate::index::Trigger::Claim(holder) = trigger {
+            claims.push(holder);
+        }
+    }
+    claims
+}
+
+fn protected(mut address: IPAddress) -> IPAddress {
+    address.metadata.finalizers = Some(vec![crate::api::keys::PROTECT_ADDRESS_FINALIZER.into()]);
+    address
+}
+
+#[test]
+fn the_echo_of_a_claims_own_address_does_not_wake_it_but_changes_and_deletion_do() {
+    let (index, mut triggers) = Index::new(std::time::Duration::ZERO);
+    let (_, listed) = counter();
+    let mut pools = PoolFeed::new(index.clone(), listed);
+    pools.apply(&Event::Apply(pool("p", &["10.0.0.1-10.0.0.3"])));
+    let (_, listed) = counter();
+    let mut addresses = AddressFeed::new(index.clone(), listed);
+    let key = PoolKey::in_cluster("ns", "p");
+    let holder = HolderKey::new("ns", "a");
+    let ip = index.allocate(&key, &holder, Request::default()).expect("room");
+    claim_triggers(&mut triggers);
+
+    let created = protected(address("a", "p", &ip.to_string()));
+    addresses.apply(&Event::Apply(created.clone()));
+    addresses.apply(&Event::Apply(created.clone()));
+    assert_eq!(claim_triggers(&mut triggers), Vec::<HolderKey>::new());
+
+    let mut deleting = created.clone();
+    deleting.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    addresses.apply(&Event::Apply(deleting));
+    assert_eq!(claim_triggers(&mut triggers), vec![holder.clone()]);
+    addresses.apply(&Event::Delete(created));
+    assert_eq!(claim_triggers(&mut triggers), vec![holder.clone()]);
+
+    // Made by hand for a claim that holds nothing: the claim must adopt (or refuse) it.
+    addresses.apply(&Event::Apply(protected(address("b", "p", "10.0.0.3"))));
+    assert_eq!(claim_triggers(&mut triggers), vec![HolderKey::new("ns", "b")]);
+}
+
+#[test]
+fn an_address_moved_to_another_pool_lets_go_of_the_old_one() {
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
+    let (_, listed) = counter();
+    let mut pools = PoolFeed::new(index.clone(), listed);
+    pools.apply(&Event::Apply(pool("p", &["10.0.0.1"])));
+    pools.apply(&Event::Apply(pool("q", &["10.0.0.1"])));
+    let (_, listed) = counter();
+    let mut addresses = AddressFeed::new(index.clone(), listed);
+    addresses.apply(&Event::Apply(address("a", "p", "10.0.0.1")));
+    addresses.apply(&Event::Apply(address("a", "q", "10.0.0.1")));
+    assert_eq!(index.report(&PoolKey::in_cluster("ns", "p")).address_objects, 0);
+    assert_eq!(index.report(&PoolKey::in_cluster("ns", "q")).address_objects, 1);
+}

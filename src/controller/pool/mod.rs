@@ -3,6 +3,7 @@
 
 mod kind;
 mod status;
+mod throttle;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use super::error::{Error, Result};
 use super::finalizers::{with_finalizer, without_finalizer};
 
 pub use kind::PoolObject;
+pub use throttle::WriteThrottle;
 
 fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
     K::api(ctx.client.clone(), pool.namespace().as_deref())
@@ -67,8 +69,7 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
     ctx.metrics.set_pool(&key, &report);
     let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, Timestamp::now());
     if pool.status() != Some(&desired) {
-        // During a storm of allocations the counts change with every address: write them at most
-        // once per interval (a trailing debounce could put the write off for as long as the storm lasts).
+        // During a storm of allocations the counts change with every address: see WriteThrottle.
         if let Some(wait) = ctx.pool_writes.wait(&key) {
             return Ok(Action::requeue(wait));
         }
