@@ -33,6 +33,18 @@ async fn main() -> Result<()> {
         "ipaddressclaims.ipam.cluster.x-k8s.io",
         "--all",
     ])?;
+    // VIPs and VM IPs from labelled pools, and a Cluster whose endpoint ferro-ipam fills in.
+    let purpose = repo_root().join("docs/examples/vip-and-vm-ips.yaml");
+    println!("Applying {}", purpose.display());
+    print!("{}", plane.kubectl_ok(&["apply", "-f", &purpose.to_string_lossy()])?);
+    plane.kubectl_ok(&[
+        "wait",
+        "-n",
+        "default",
+        "--for=jsonpath={.spec.controlPlaneEndpoint.host}",
+        "--timeout=60s",
+        "clusters.cluster.x-k8s.io/workload",
+    ])?;
     // Give the pool controller a moment to publish its counts.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -52,6 +64,23 @@ async fn main() -> Result<()> {
             "demo",
             "-o",
             "custom-columns=NAME:.metadata.name,ADDRESS:.spec.address,PREFIX:.spec.prefix,GATEWAY:.spec.gateway,POOL:.spec.poolRef.name",
+        ],
+    )?;
+    show(
+        &plane,
+        "the Cluster's control-plane endpoint, from a VIP pool",
+        &["get", "clusters.cluster.x-k8s.io", "workload", "-n", "default", "-o", "jsonpath={.spec.controlPlaneEndpoint}{\"\\n\"}"],
+    )?;
+    show(
+        &plane,
+        "VIP and VM-IP addresses, and the labelled pool each came from",
+        &[
+            "get",
+            "ipaddresses.ipam.cluster.x-k8s.io",
+            "-n",
+            "default",
+            "-o",
+            "custom-columns=NAME:.metadata.name,ADDRESS:.spec.address,ASKED:.spec.poolRef.name,FROM:.metadata.annotations.ferro-ipam\\.dev/allocated-from",
         ],
     )?;
     match provider.metrics_text() {
