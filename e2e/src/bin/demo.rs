@@ -69,7 +69,15 @@ async fn main() -> Result<()> {
     show(
         &plane,
         "the Cluster's control-plane endpoint, from a VIP pool",
-        &["get", "clusters.cluster.x-k8s.io", "workload", "-n", "default", "-o", "jsonpath={.spec.controlPlaneEndpoint}{\"\\n\"}"],
+        &[
+            "get",
+            "clusters.cluster.x-k8s.io",
+            "workload",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.controlPlaneEndpoint}{\"\\n\"}",
+        ],
     )?;
     show(
         &plane,
