@@ -227,3 +227,18 @@ async fn a_pool_named_like_a_purpose_is_refused_by_the_api_server() {
         assert!(error.contains("metadata.name") && error.contains("reserved"), "{kind}: {error}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn several_qualifying_pools_are_used_in_order_of_name() {
+    let s = Scope::wide("purpose-order").await;
+    let _p = s.provider();
+    // Created in the other order: what counts is the name.
+    labelled_pool(&s, "b-vm-ips", "10.110.15.10-10.110.15.11", labels(&[(VM_IPS, "true"), ALL_PROVIDERS])).await;
+    labelled_pool(&s, "a-vm-ips", "10.110.16.10", labels(&[(VM_IPS, "true"), ALL_PROVIDERS])).await;
+    ask(&s, "first", VM_IPS, json!({})).await;
+    assert_eq!(pool_of(&s.wait_allocated("first", PROMPTLY).await.unwrap()), "InClusterIPPool/a-vm-ips");
+    ask(&s, "second", VM_IPS, json!({})).await;
+    let second = s.wait_allocated("second", PROMPTLY).await.unwrap();
+    assert_eq!((pool_of(&second).as_str(), second.spec.address.as_str()), ("InClusterIPPool/b-vm-ips", "10.110.15.10"));
+    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+}
