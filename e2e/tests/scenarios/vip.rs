@@ -178,3 +178,31 @@ async fn the_vip_and_vm_ips_example_assigns_the_endpoint_and_machine_addresses()
     }
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_already_named_like_the_vip_claim_is_never_touched() {
+    let s = Scope::wide("cluster-vip-name-taken").await;
+    install_kind(&s, PROVIDER_A, "Cluster").await;
+    let _p = s.provider();
+    vip_pool(&s, "vips", "10.110.24.10-10.110.24.20").await;
+    s.pool("own", json!({"addresses": ["10.110.25.10"], "prefix": 24})).await.unwrap();
+    s.claim("wl-control-plane-vip", "InClusterIPPool", "own").await.unwrap();
+    s.wait_allocated("wl-control-plane-vip", PROMPTLY).await.unwrap();
+    cluster(&s, "wl", Some("true"), json!({})).await;
+    s.eventually("a Warning says the name is taken", PROMPTLY, || async {
+        s.events_about("Cluster", "wl")
+            .await
+            .unwrap()
+            .iter()
+            .any(|(t, r, _)| t == "Warning" && r == "ControlPlaneVIPClaimNameTaken")
+    })
+    .await
+    .unwrap();
+    assert_eq!(endpoint(&s, "wl").await, None, "the other claim's address is not the endpoint");
+    clusters(&s).delete("wl", &DeleteParams::default()).await.unwrap();
+    s.eventually("the Cluster goes", PROMPTLY, || async { clusters(&s).get_opt("wl").await.unwrap().is_none() })
+        .await
+        .unwrap();
+    let kept = s.claims().get("wl-control-plane-vip").await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_none(), "the other claim is left alone");
+}

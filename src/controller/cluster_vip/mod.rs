@@ -17,8 +17,8 @@ use tracing::{debug, info};
 use crate::api::CapiVersion;
 use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::api::keys::{
-    CLUSTER_NAME_LABEL, CONTROL_PLANE_VIP_FINALIZER, GLOBAL_IN_CLUSTER_IP_POOL, IPAM_GROUP, VIPS_LABEL,
-    WATCH_FILTER_LABEL,
+    CLUSTER_NAME_LABEL, CONTROL_PLANE_VIP_FINALIZER, CONTROL_PLANE_VIP_LABEL, GLOBAL_IN_CLUSTER_IP_POOL, IPAM_GROUP,
+    VIPS_LABEL, WATCH_FILTER_LABEL,
 };
 
 use super::claim::cluster_is_paused;
@@ -74,6 +74,13 @@ fn desired_claim(cluster: &Cluster, ctx: &Context) -> Value {
     })
 }
 
+/// Whether a claim is the VIP claim ferro-ipam made for this Cluster: labelled so, and owned
+/// by the Cluster (by UID).
+fn is_vip_claim_of(claim: &IPAddressClaim, cluster: &Cluster) -> bool {
+    claim.labels().get(ROLE_LABEL).map(String::as_str) == Some(ROLE)
+        && claim.owner_references().iter().any(|o| Some(&o.uid) == cluster.metadata.uid.as_ref())
+}
+
 /// The claim's address, once its `IPAddress` is written.
 fn address_of(claim: &IPAddressClaim, ctx: &Context) -> Option<IpAddr> {
     let name = claim.status.as_ref()?.address_ref.as_ref()?.name.clone();
@@ -97,6 +104,21 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let namespace = cluster.namespace().unwrap_or_default();
     let name = claim_name(&cluster.name_any());
     let claim = ctx.cached_claim(&namespace, &name);
+    // A claim of that name that is not this Cluster's VIP claim is never touched.
+    let claim = match claim {
+        Some(found) if !is_vip_claim_of(&found, &cluster) => {
+            if cluster.metadata.deletion_timestamp.is_none() && cluster.labels().contains_key(CONTROL_PLANE_VIP_LABEL) {
+                let note = format!(
+                    "IPAddressClaim {name} exists and is not this Cluster's VIP claim; delete or rename it to get a control-plane VIP"
+                );
+                let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
+                ctx.publish(cluster.as_ref(), &resource, true, "ControlPlaneVIPClaimNameTaken", note).await;
+                return Ok(Action::await_change());
+            }
+            None
+        }
+        other => other,
+    };
     let address = claim.as_deref().and_then(|c| address_of(c, &ctx));
     let step = plan::plan(&Observed { cluster: &cluster, claim: claim.as_deref(), address });
     let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
