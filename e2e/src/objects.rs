@@ -170,6 +170,16 @@ impl Scope {
         Api::all(self.client.clone())
     }
 
+    /// `status.ipAddresses.used` of this namespace's pool `name`, once written.
+    pub async fn pool_used(&self, name: &str) -> Option<i64> {
+        self.pools().get(name).await.ok()?.status?.ip_addresses.map(|c| c.used)
+    }
+
+    /// `status.ipAddresses.used` of the global pool `name`, once written.
+    pub async fn global_pool_used(&self, name: &str) -> Option<i64> {
+        self.global_pools().get(name).await.ok()?.status?.ip_addresses.map(|c| c.used)
+    }
+
     /// Merge-patches any object of this namespace by resource.
     pub async fn patch(&self, resource: &ApiResource, namespaced: bool, name: &str, patch: Value) -> Result<()> {
         self.dynamic(resource, namespaced).patch(name, &PatchParams::default(), &Patch::Merge(patch)).await?;

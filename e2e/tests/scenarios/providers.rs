@@ -6,8 +6,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use ferro_ipam_e2e::invariants;
 use ferro_ipam_e2e::objects::Scope;
+use ferro_ipam_e2e::{Provider, invariants};
 
 use crate::PROMPTLY;
 use crate::purpose::{VIPS, ask, labelled_global, labels, pool_of};
@@ -66,19 +66,21 @@ pub fn owned_by(provider: &str, machine: &str) -> Value {
     }]})
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_provider_scoped_pool_refuses_another_providers_claim_with_a_clear_message() {
-    let s = Scope::wide("purpose-provider-scoped").await;
+/// A scenario where both made-up providers' machine kinds exist, with its provider and a global
+/// VIP pool on `addresses` that serves provider A only.
+async fn with_a_pool_of_provider_a(hint: &str, addresses: &str) -> (Scope, Provider, String) {
+    let s = Scope::wide(hint).await;
     install_kind(&s, PROVIDER_A, "Machine").await;
     install_kind(&s, PROVIDER_B, "Machine").await;
-    let _p = s.provider();
-    let pool = labelled_global(
-        &s,
-        "vips",
-        "10.110.13.10-10.110.13.20",
-        labels(&[(VIPS, "true"), ("cluster.x-k8s.io/provider", PROVIDER_A)]),
-    )
-    .await;
+    let provider = s.provider();
+    let pool_labels = labels(&[(VIPS, "true"), ("cluster.x-k8s.io/provider", PROVIDER_A)]);
+    let pool = labelled_global(&s, "vips", addresses, pool_labels).await;
+    (s, provider, pool)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_scoped_pool_refuses_another_providers_claim_with_a_clear_message() {
+    let (s, _p, pool) = with_a_pool_of_provider_a("purpose-provider-scoped", "10.110.13.10-10.110.13.20").await;
     ask(&s, "of-a", VIPS, owned_by(PROVIDER_A, "machine-a")).await;
     ask(&s, "of-b", VIPS, owned_by(PROVIDER_B, "machine-b")).await;
     assert_eq!(pool_of(&s.wait_allocated("of-a", PROMPTLY).await.unwrap()), format!("GlobalInClusterIPPool/{pool}"));
@@ -91,17 +93,7 @@ async fn a_provider_scoped_pool_refuses_another_providers_claim_with_a_clear_mes
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_allow_all_providers_label_shares_a_pool_with_every_provider() {
-    let s = Scope::wide("purpose-allow-all").await;
-    install_kind(&s, PROVIDER_A, "Machine").await;
-    install_kind(&s, PROVIDER_B, "Machine").await;
-    let _p = s.provider();
-    let pool = labelled_global(
-        &s,
-        "vips",
-        "10.110.14.10-10.110.14.20",
-        labels(&[(VIPS, "true"), ("cluster.x-k8s.io/provider", PROVIDER_A)]),
-    )
-    .await;
+    let (s, _p, pool) = with_a_pool_of_provider_a("purpose-allow-all", "10.110.14.10-10.110.14.20").await;
     ask(&s, "of-b", VIPS, owned_by(PROVIDER_B, "machine-b")).await;
     s.wait_reason("of-b", "PoolNotReady", PROMPTLY).await.unwrap();
     // Labelling the pool is enough: the waiting claim is served without being touched.

@@ -79,17 +79,9 @@ async fn namespaced_labelled_pools_serve_vips_and_vm_ips_before_global_ones() {
     // CAPI's validation wants the address to repeat the claim's poolRef.
     assert_eq!((vip.spec.pool_ref.kind.as_str(), vip.spec.pool_ref.name.as_str()), ("GlobalInClusterIPPool", VIPS));
     assert!(vip.owner_references().iter().any(|o| o.kind == "InClusterIPPool" && o.name == "vips"));
-    s.eventually("the chosen pool counts the address", PROMPTLY, || async {
-        s.pools()
-            .get("vips")
-            .await
-            .ok()
-            .and_then(|p| p.status)
-            .and_then(|st| st.ip_addresses)
-            .is_some_and(|c| c.used == 1)
-    })
-    .await
-    .unwrap();
+    s.eventually("the chosen pool counts the address", PROMPTLY, || async { s.pool_used("vips").await == Some(1) })
+        .await
+        .unwrap();
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
 
@@ -134,13 +126,7 @@ async fn full_namespaced_pools_fail_with_out_of_vips_on_the_claim_and_its_cluste
     .await
     .unwrap();
     s.stays("the global pool is not used without the overflow label", A_WHILE, || async {
-        s.global_pools()
-            .get(&global)
-            .await
-            .ok()
-            .and_then(|p| p.status)
-            .and_then(|st| st.ip_addresses)
-            .is_none_or(|c| c.used == 0)
+        s.global_pool_used(&global).await.is_none_or(|used| used == 0)
             && s.addresses().get_opt("vip-b").await.unwrap().is_none()
     })
     .await

@@ -181,13 +181,7 @@ async fn full_scenario(s: &Scope) {
     // The API server checks no uniqueness: a claim allocated before the provider has seen an
     // IPAddress made by someone else could get its address. Wait until the pool counts it.
     s.eventually("the provider has seen the address made by hand", PROMPTLY, || async {
-        s.pools()
-            .get("nodes")
-            .await
-            .ok()
-            .and_then(|p| p.status)
-            .and_then(|st| st.ip_addresses)
-            .is_some_and(|c| c.used == 1)
+        s.pool_used("nodes").await == Some(1)
     })
     .await
     .unwrap();
