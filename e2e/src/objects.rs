@@ -298,6 +298,13 @@ impl Scope {
         Some((ready.status, ready.reason, ready.message))
     }
 
+    /// The `Ready` condition of the `GlobalInClusterIPPool` `name`.
+    pub async fn global_pool_ready(&self, name: &str) -> Option<Readiness> {
+        let pool = self.global_pools().get_opt(name).await.ok()??;
+        let ready = pool.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        Some((ready.status, ready.reason, ready.message))
+    }
+
     /// The Events (`events.k8s.io/v1`) of this namespace about the object `kind`/`name`, as
     /// (type, reason, note).
     pub async fn events_about(&self, kind: &str, name: &str) -> Result<Vec<(String, String, String)>> {

@@ -20,7 +20,9 @@ pub fn labels(pairs: &[(&str, &str)]) -> Value {
     Value::Object(pairs.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect())
 }
 
-/// An `InClusterIPPool` of this namespace with `addresses` and `labels`.
+/// An `InClusterIPPool` of this namespace with `addresses` and `labels`, returned once the
+/// running provider reports it Ready: a purpose claim is matched against the pools ferro-ipam
+/// has seen, so a scenario about which pool wins must not race the pool's arrival.
 pub async fn labelled_pool(s: &Scope, name: &str, addresses: &str, labels: Value) {
     s.create(json!({
         "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
@@ -29,9 +31,15 @@ pub async fn labelled_pool(s: &Scope, name: &str, addresses: &str, labels: Value
     }))
     .await
     .unwrap();
+    s.eventually(&format!("pool {name} Ready"), PROMPTLY, || async {
+        s.pool_ready(name).await.is_some_and(|(status, _, _)| status == "True")
+    })
+    .await
+    .unwrap();
 }
 
-/// A `GlobalInClusterIPPool` (named by [`Scope::global_name`]) with `addresses` and `labels`.
+/// A `GlobalInClusterIPPool` (named by [`Scope::global_name`]) with `addresses` and `labels`,
+/// returned once the running provider reports it Ready (see [`labelled_pool`]).
 pub async fn labelled_global(s: &Scope, name: &str, addresses: &str, labels: Value) -> String {
     let name = s.global_name(name);
     s.create(json!({
@@ -39,6 +47,11 @@ pub async fn labelled_global(s: &Scope, name: &str, addresses: &str, labels: Val
         "metadata": {"name": name, "labels": labels},
         "spec": {"addresses": [addresses], "prefix": 24},
     }))
+    .await
+    .unwrap();
+    s.eventually(&format!("global pool {name} Ready"), PROMPTLY, || async {
+        s.global_pool_ready(&name).await.is_some_and(|(status, _, _)| status == "True")
+    })
     .await
     .unwrap();
     name
