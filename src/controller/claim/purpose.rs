@@ -106,16 +106,16 @@ pub async fn choose(
         return Err(Failure::NotReady(ClaimReason::PoolNotReady, message));
     }
     let mut tried = Vec::new();
-    let mut unprotected = false;
     for pool in order {
         if let Some(why) = unusable(ctx, pool) {
             tried.push((pool.clone(), why));
             continue;
         }
+        // A pool that just arrived gets its deletion protection within moments: wait for it
+        // rather than pass on to a pool later in the order.
         if ctx.index.pool_facts(pool).is_some_and(|f| !f.protected) {
-            unprotected = true;
             ctx.index.wait_for_pool(pool, holder);
-            continue;
+            return Ok(Choice::Pending);
         }
         let dual_stack = ctx.index.pool_spec(pool).is_some_and(|s| s.dual_stack.is_some());
         let request =
@@ -134,9 +134,6 @@ pub async fn choose(
                 tried.push((pool.clone(), error.to_string()));
             }
         }
-    }
-    if unprotected {
-        return Ok(Choice::Pending);
     }
     let other = candidates(ctx, purpose.other(), claim, cluster).await.0;
     let other_order = other.order();
