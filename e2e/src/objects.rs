@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
-use ferro_ipam::api::{CapiVersion, GlobalInClusterIPPool, InClusterIPPool};
+use ferro_ipam::api::{CapiVersion, GlobalInClusterIPPool, IPPoolStatus, InClusterIPPool};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -290,19 +290,21 @@ impl Scope {
 /// A `Ready` condition as (status, reason, message).
 pub type Readiness = (String, String, String);
 
+/// The `Ready` condition of a pool's status, either kind.
+fn readiness(status: Option<IPPoolStatus>) -> Option<Readiness> {
+    let ready = status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+    Some((ready.status, ready.reason, ready.message))
+}
+
 impl Scope {
     /// The `Ready` condition of an `InClusterIPPool` of this namespace.
     pub async fn pool_ready(&self, name: &str) -> Option<Readiness> {
-        let pool = self.pools().get_opt(name).await.ok()??;
-        let ready = pool.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
-        Some((ready.status, ready.reason, ready.message))
+        readiness(self.pools().get_opt(name).await.ok()??.status)
     }
 
     /// The `Ready` condition of the `GlobalInClusterIPPool` `name`.
     pub async fn global_pool_ready(&self, name: &str) -> Option<Readiness> {
-        let pool = self.global_pools().get_opt(name).await.ok()??;
-        let ready = pool.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
-        Some((ready.status, ready.reason, ready.message))
+        readiness(self.global_pools().get_opt(name).await.ok()??.status)
     }
 
     /// The Events (`events.k8s.io/v1`) of this namespace about the object `kind`/`name`, as

@@ -31,11 +31,7 @@ pub async fn labelled_pool(s: &Scope, name: &str, addresses: &str, labels: Value
     }))
     .await
     .unwrap();
-    s.eventually(&format!("pool {name} Ready"), PROMPTLY, || async {
-        s.pool_ready(name).await.is_some_and(|(status, _, _)| status == "True")
-    })
-    .await
-    .unwrap();
+    wait_ready(s, name, false).await;
 }
 
 /// A `GlobalInClusterIPPool` (named by [`Scope::global_name`]) with `addresses` and `labels`,
@@ -49,12 +45,18 @@ pub async fn labelled_global(s: &Scope, name: &str, addresses: &str, labels: Val
     }))
     .await
     .unwrap();
-    s.eventually(&format!("global pool {name} Ready"), PROMPTLY, || async {
-        s.global_pool_ready(&name).await.is_some_and(|(status, _, _)| status == "True")
+    wait_ready(s, &name, true).await;
+    name
+}
+
+/// Waits until the running provider reports the pool `name` (global or of this namespace) Ready.
+async fn wait_ready(s: &Scope, name: &str, global: bool) {
+    s.eventually(&format!("pool {name} Ready"), PROMPTLY, || async {
+        let ready = if global { s.global_pool_ready(name).await } else { s.pool_ready(name).await };
+        ready.is_some_and(|(status, _, _)| status == "True")
     })
     .await
     .unwrap();
-    name
 }
 
 /// A claim for "a VIP" (`VIPS`) or "a VM IP" (`VM_IPS`), the way a template carries it.
