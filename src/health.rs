@@ -1,22 +1,57 @@
-//! Liveness and readiness: `/healthz` answers while the process runs; `/readyz` once this
-//! replica is useful: a leader whose index is complete, or a replica standing by for the lease.
+//! Liveness and readiness.
+//!
+//! - `/readyz` answers 200 once this replica is useful: a leader whose index is complete, or a
+//!   replica standing by for the lease (after discovery has answered).
+//! - `/healthz` answers 500 when a part of the process has been stuck longer than a bound, so
+//!   that the kubelet restarts it: the lease loop finished no attempt for that long, or a watch
+//!   has failed without a break for that long.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
-/// Shared readiness flag.
-#[derive(Clone, Default)]
+/// How long a part may be stuck before `/healthz` fails.
+pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(120);
+
+/// What `/healthz` knows of each part.
+#[derive(Debug, Default)]
+struct Parts {
+    /// When the lease loop last finished an attempt; None without leader election.
+    lease: Option<Instant>,
+    /// Per watch: since when it has failed without a success in between.
+    failing: HashMap<String, Instant>,
+}
+
+/// Shared readiness and liveness. Cheap to clone.
+#[derive(Clone)]
 pub struct Health {
     ready: Arc<AtomicBool>,
+    parts: Arc<Mutex<Parts>>,
+    stuck_after: Duration,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health::new(DEFAULT_STUCK_AFTER)
+    }
 }
 
 impl Health {
+    pub fn new(stuck_after: Duration) -> Self {
+        Health { ready: Arc::default(), parts: Arc::default(), stuck_after }
+    }
+
+    fn parts(&self) -> std::sync::MutexGuard<'_, Parts> {
+        self.parts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
     }
@@ -25,21 +60,69 @@ impl Health {
         self.ready.load(Ordering::SeqCst)
     }
 
+    /// The lease loop finished an attempt (whatever its outcome).
+    pub fn beat_lease(&self) {
+        self.parts().lease = Some(Instant::now());
+    }
+
+    /// A watch delivered an event. Returns true when it had been failing.
+    pub fn watch_ok(&self, watch: &str) -> bool {
+        self.parts().failing.remove(watch).is_some()
+    }
+
+    /// A watch failed. Returns true when it was not failing before.
+    pub fn watch_failed(&self, watch: &str) -> bool {
+        let mut parts = self.parts();
+        let fresh = !parts.failing.contains_key(watch);
+        parts.failing.entry(watch.to_owned()).or_insert_with(Instant::now);
+        fresh
+    }
+
+    /// Forgets the watches (a leadership term ended: its watches are gone).
+    pub fn forget_watches(&self) {
+        self.parts().failing.clear();
+    }
+
+    /// What is stuck, if anything, at `now`.
+    pub fn stuck(&self, now: Instant) -> Option<String> {
+        let parts = self.parts();
+        let too_long = |since: Instant| now.saturating_duration_since(since) > self.stuck_after;
+        if let Some(beat) = parts.lease.filter(|b| too_long(*b)) {
+            return Some(format!("the leader-election loop has not finished an attempt for {:?}", now - beat));
+        }
+        let mut stuck: Vec<String> = parts
+            .failing
+            .iter()
+            .filter(|(_, since)| too_long(**since))
+            .map(|(watch, since)| format!("the {watch} watch has failed for {:?}", now - *since))
+            .collect();
+        stuck.sort();
+        (!stuck.is_empty()).then(|| stuck.join("; "))
+    }
+
     /// The probe routes.
     pub fn router(&self) -> Router {
-        let health = self.clone();
+        let live = self.clone();
+        let ready = self.clone();
         Router::new()
-            .route("/healthz", get(|| async { "ok" }))
+            .route(
+                "/healthz",
+                get(move || {
+                    let stuck = live.stuck(Instant::now());
+                    async move {
+                        match stuck {
+                            None => (StatusCode::OK, "ok".to_owned()),
+                            Some(what) => (StatusCode::INTERNAL_SERVER_ERROR, what),
+                        }
+                    }
+                }),
+            )
             .route(
                 "/readyz",
                 get(move || {
-                    let ready = health.is_ready();
+                    let ready = ready.is_ready();
                     async move {
-                        if ready {
-                            (StatusCode::OK, "ok")
-                        } else {
-                            (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-                        }
+                        if ready { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "not ready") }
                     }
                 }),
             )
@@ -51,4 +134,35 @@ pub async fn serve(address: SocketAddr, router: Router) -> anyhow::Result<()> {
     let listener = TcpListener::bind(address).await.map_err(|e| anyhow::anyhow!("listening on {address}: {e}"))?;
     axum::serve(listener, router).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUND: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_lease_loop_that_stops_beating_is_stuck() {
+        let health = Health::new(BOUND);
+        let start = Instant::now();
+        assert_eq!(health.stuck(start + BOUND * 10), None, "without leader election there is no lease loop");
+        health.beat_lease();
+        assert_eq!(health.stuck(Instant::now() + BOUND / 2), None);
+        assert!(health.stuck(Instant::now() + BOUND * 2).unwrap().contains("leader-election loop"));
+    }
+
+    #[test]
+    fn a_watch_failing_without_a_break_is_stuck_and_one_success_clears_it() {
+        let health = Health::new(BOUND);
+        assert!(health.watch_failed("IPAddress"));
+        assert!(!health.watch_failed("IPAddress"), "a second failure continues the same streak");
+        assert_eq!(health.stuck(Instant::now()), None);
+        assert!(health.stuck(Instant::now() + BOUND * 2).unwrap().contains("IPAddress watch"));
+        assert!(health.watch_ok("IPAddress"));
+        assert_eq!(health.stuck(Instant::now() + BOUND * 2), None);
+        health.watch_failed("pool");
+        health.forget_watches();
+        assert_eq!(health.stuck(Instant::now() + BOUND * 2), None);
+    }
 }

@@ -4,11 +4,13 @@
 //! - [`api`]: the pool CRDs and the Cluster API types served.
 //! - [`index`]: the in-memory allocation state of every pool, fed by watches.
 //! - [`controller`]: the claim and pool controllers and their wiring.
+//! - [`client`]: the Kubernetes client with its write fence, timeouts and server clock.
 //! - [`run`], [`cli`], [`health`]: the process.
 
 pub mod allocator;
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub mod health;
 pub mod index;

@@ -34,6 +34,10 @@ pub struct Context {
     pub pool_writes: super::pool::WriteThrottle,
     /// The namespace this instance is confined to (`--namespace`), if any.
     pub only_namespace: Option<String>,
+    /// Where watches report how they fare.
+    pub health: crate::health::Health,
+    /// The API server's clock: grace periods and condition times are on it.
+    pub clock: crate::client::ServerClock,
     /// When each claim still waiting for its address was first seen (for the latency histogram).
     pub first_seen: std::sync::Mutex<std::collections::HashMap<HolderKey, std::time::Instant>>,
 }

@@ -1,4 +1,6 @@
-//! Which CAPI API versions the API server serves, asked once at start-up.
+//! Which CAPI API versions the API server serves, asked at start-up until it answers.
+
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use kube::Client;
@@ -25,6 +27,32 @@ fn versions_serving(group: &kube::discovery::ApiGroup, kind: &str) -> Vec<String
         .collect()
 }
 
+/// Asks the API server which versions of CAPI's types it serves, until it answers (or `stop`
+/// resolves: then None). Each failure is retried with a backoff of up to 30 s; a failure is
+/// logged at WARN when its message differs from the previous one.
+pub async fn served_eventually(client: &Client, stop: impl std::future::Future<Output = ()>) -> Option<Served> {
+    let mut stop = std::pin::pin!(stop);
+    let mut delay = Duration::from_millis(500);
+    let mut last = String::new();
+    loop {
+        match served(client).await {
+            Ok(served) => return Some(served),
+            Err(error) => {
+                let message = format!("{error:#}");
+                if message != last {
+                    warn!(error = %message, retry_in = ?delay, "API discovery failed; not ready until it answers");
+                    last = message;
+                }
+            }
+        }
+        tokio::select! {
+            _ = &mut stop => return None,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
 /// Asks the API server which versions of CAPI's types it serves.
 pub async fn served(client: &Client) -> anyhow::Result<Served> {
     let ipam = discovery::group(client, IPAM_GROUP)
@@ -38,10 +66,13 @@ pub async fn served(client: &Client) -> anyhow::Result<Served> {
     };
     let cluster = match discovery::group(client, CLUSTER_GROUP).await {
         Ok(group) => CapiVersion::choose(&versions_serving(&group, "Cluster")),
-        Err(error) => {
+        // Only a group the server says it lacks turns the pause rules off; any other error is
+        // retried, so that a passing fault cannot turn them off for the life of the process.
+        Err(kube::Error::Discovery(error)) => {
             warn!(%error, "no Cluster API core types found: claims will not wait for their Cluster");
             None
         }
+        Err(error) => return Err(anyhow::Error::new(error).context(format!("discovering API group {CLUSTER_GROUP}"))),
     };
     info!(ipam = ipam_version.as_str(), cluster = cluster.map(CapiVersion::as_str), "discovered Cluster API versions");
     Ok(Served { ipam: ipam_version, cluster })

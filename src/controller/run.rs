@@ -17,7 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::keys::WATCH_FILTER_LABEL;
@@ -56,6 +56,8 @@ pub struct Settings {
     pub instance: Option<String>,
     /// How long a deleted claim's address is kept for a claim of the same name.
     pub sticky: Duration,
+    /// The API server's clock, for grace periods, sticky addresses and condition times.
+    pub clock: crate::client::ServerClock,
 }
 
 impl Settings {
@@ -139,6 +141,29 @@ where
     result
 }
 
+/// Tells the health probe how a watch fares: its first failure of a streak is a WARN, its
+/// recovery an INFO, the retries between them debug.
+fn watched<S, K>(name: &str, health: Health, stream: S) -> impl Stream<Item = S::Item> + Send + use<S, K>
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    let name = name.to_owned();
+    stream.inspect(move |item| match item {
+        Ok(_) => {
+            if health.watch_ok(&name) {
+                info!(watch = %name, "watch recovered");
+            }
+        }
+        Err(error) => {
+            if health.watch_failed(&name) {
+                warn!(watch = %name, %error, "watch failed; retrying with backoff");
+            } else {
+                debug!(watch = %name, %error, "watch still failing");
+            }
+        }
+    })
+}
+
 fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
     warn!(%error, kind = error.metric_label(), "reconcile failed; retrying");
     Action::requeue(error.retry_after())
@@ -172,7 +197,8 @@ where
     let api: Api<K> = K::api(client.clone(), settings.namespace.as_deref());
     let (store, writer) = reflector::store();
     let mut feed = PoolFeed::new(index.clone(), listed);
-    let watch = watcher(api, settings.filtered()).default_backoff().modify(lean);
+    let watch =
+        watched(&K::kind(&()), ctx.health.clone(), watcher(api, settings.filtered()).default_backoff()).modify(lean);
     let events = reflector::reflector(writer, watch).map(move |event| {
         if let Ok(event) = &event {
             feed.apply(event);
@@ -201,7 +227,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     let shutdown = futures::FutureExt::shared(shutdown);
-    let (index, index_triggers) = Index::new(settings.sticky);
+    let clock = settings.clock.clone();
+    let (index, index_triggers) = Index::with_clock(settings.sticky, Arc::new(move || clock.now()));
     let gate = readiness_gate(&index, 3);
 
     let claim_resource = served.ipam.claim_resource();
@@ -214,11 +241,13 @@ pub async fn run(
     let address_watch = drain(
         reflector::reflector(
             address_writer,
-            watcher(address_api, watcher::Config::default()).default_backoff().modify(lean),
+            watched("IPAddress", health.clone(), watcher(address_api, watcher::Config::default()).default_backoff())
+                .modify(lean),
         )
-        .map(move |event| match &event {
-            Ok(event) => address_feed.apply(event),
-            Err(error) => warn!(%error, "IPAddress watch failed; retrying"),
+        .map(move |event| {
+            if let Ok(event) = &event {
+                address_feed.apply(event);
+            }
         }),
     );
 
@@ -226,9 +255,12 @@ pub async fn run(
     let (claim_tx, claim_rx) = mpsc::unbounded_channel::<ObjectRef<IPAddressClaim>>();
     let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
     let (claims, claim_writer) = store_with(claim_resource.clone());
-    let claim_watch =
-        reflector::reflector(claim_writer, watcher(claim_api, settings.filtered()).default_backoff().modify(lean))
-            .applied_objects();
+    let claim_watch = reflector::reflector(
+        claim_writer,
+        watched("IPAddressClaim", health.clone(), watcher(claim_api, settings.filtered()).default_backoff())
+            .modify(lean),
+    )
+    .applied_objects();
     let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone());
     let cluster_parts = served.cluster.map(|version| {
         let resource = version.cluster_resource();
@@ -237,19 +269,18 @@ pub async fn run(
         let claims = claims.clone();
         let tx = claim_tx.clone();
         let claim_resource = claim_resource.clone();
-        let watch = reflector::reflector(writer, watcher(api, settings.filtered()).default_backoff().modify(lean))
-            .touched_objects()
-            .map(move |cluster| {
-                if let Ok(cluster) = &cluster {
-                    let namespace = cluster.namespace();
-                    for claim in claims.state().iter().filter(|c| {
-                        c.namespace() == namespace && cluster_name(c).as_deref() == Some(cluster.name_any().as_str())
-                    }) {
-                        let _ = tx.send(ObjectRef::from_obj_with(claim.as_ref(), claim_resource.clone()));
-                    }
+        let watch = watched("Cluster", health.clone(), watcher(api, settings.filtered()).default_backoff());
+        let watch = reflector::reflector(writer, watch.modify(lean)).touched_objects().map(move |cluster| {
+            if let Ok(cluster) = &cluster {
+                let namespace = cluster.namespace();
+                for claim in claims.state().iter().filter(|c| {
+                    c.namespace() == namespace && cluster_name(c).as_deref() == Some(cluster.name_any().as_str())
+                }) {
+                    let _ = tx.send(ObjectRef::from_obj_with(claim.as_ref(), claim_resource.clone()));
                 }
-                cluster
-            });
+            }
+            cluster
+        });
         (store, resource, watch)
     });
     let clusters = cluster_parts.as_ref().map(|(store, _, _)| store.clone());
@@ -276,6 +307,8 @@ pub async fn run(
             POOL_WRITES_PER_SECOND,
         ),
         own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
+        clock: settings.clock.clone(),
+        health: health.clone(),
     });
 
     // Cluster watch -> the control-plane VIP controller, also woken by changes of its claims.
@@ -284,22 +317,25 @@ pub async fn run(
             let claim_api: Api<PartialObjectMeta<IPAddressClaim>> = settings.scoped(&client, &claim_resource);
             let selector = format!("{}={}", cluster_vip::ROLE_LABEL, cluster_vip::ROLE);
             let owners = resource.clone();
-            let vip_claims = watcher(claim_api, watcher::Config::default().labels(&selector))
-                .default_backoff()
-                .touched_objects()
-                .filter_map(move |claim| {
-                    let owner = claim.ok().and_then(|claim| {
-                        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-                        claim
-                            .metadata
-                            .owner_references
-                            .unwrap_or_default()
-                            .into_iter()
-                            .find(|o| o.kind == owners.kind)
-                            .map(|o| ObjectRef::new_with(&o.name, owners.clone()).within(&namespace))
-                    });
-                    future::ready(owner)
+            let vip_claims = watched(
+                "control-plane VIP IPAddressClaim",
+                health.clone(),
+                watcher(claim_api, watcher::Config::default().labels(&selector)).default_backoff(),
+            )
+            .touched_objects()
+            .filter_map(move |claim| {
+                let owner = claim.ok().and_then(|claim| {
+                    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                    claim
+                        .metadata
+                        .owner_references
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find(|o| o.kind == owners.kind)
+                        .map(|o| ObjectRef::new_with(&o.name, owners.clone()).within(&namespace))
                 });
+                future::ready(owner)
+            });
             let controller = Controller::for_stream_with(watch, store, resource)
                 .reconcile_on(vip_claims)
                 .graceful_shutdown_on(shutdown.clone())

@@ -66,7 +66,12 @@ pub struct Index {
     ready: Arc<watch::Sender<bool>>,
     /// Purpose claims that found no pool with room: any pool change may be the one they need.
     purpose_waiters: Arc<Mutex<HashSet<HolderKey>>>,
+    /// The time sticky addresses are remembered by: the API server's, not the local clock.
+    clock: Clock,
 }
+
+/// Where the index reads the time.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
     // A panic while holding the lock cannot leave a pool half-updated in a way that matters more
@@ -78,6 +83,11 @@ impl Index {
     /// A new, not yet ready index, and the stream of triggers it emits. Released addresses are
     /// kept for `sticky` for a claim of the same namespace and name.
     pub fn new(sticky: std::time::Duration) -> (Index, mpsc::UnboundedReceiver<Trigger>) {
+        Index::with_clock(sticky, Arc::new(Timestamp::now))
+    }
+
+    /// Like [`Index::new`], reading the time from `clock`.
+    pub fn with_clock(sticky: std::time::Duration, clock: Clock) -> (Index, mpsc::UnboundedReceiver<Trigger>) {
         let (triggers, receiver) = mpsc::unbounded_channel();
         let (ready, _) = watch::channel(false);
         let sticky = SignedDuration::try_from(sticky).unwrap_or(SignedDuration::MAX);
@@ -88,6 +98,7 @@ impl Index {
             triggers,
             ready: Arc::new(ready),
             purpose_waiters: Arc::default(),
+            clock,
         };
         (index, receiver)
     }
@@ -170,7 +181,7 @@ impl Index {
         if slot.spec.is_none() && !self.sticky.is_zero() {
             // First sight of the pool (start-up, leader change): take the addresses its status
             // remembers for released claims.
-            let now = Timestamp::now();
+            let now = (self.clock)();
             for (holder, ip, until) in remembered.iter().filter(|(_, _, until)| *until > now) {
                 slot.entry.remember(holder, *ip, *until);
             }
@@ -326,7 +337,7 @@ impl Index {
             if let Some(ip) = slot.entry.claim_hold(holder)
                 && !self.sticky.is_zero()
             {
-                let until = Timestamp::now().saturating_add(self.sticky).unwrap_or(Timestamp::MAX);
+                let until = (self.clock)().saturating_add(self.sticky).unwrap_or(Timestamp::MAX);
                 slot.entry.remember(holder, ip, until);
             }
             if slot.entry.set_hold(holder, HoldKind::Claim, None) {
@@ -338,7 +349,7 @@ impl Index {
     /// Forgets remembered addresses whose time is up, and gives back addresses skipped for
     /// overlapping pools that no longer hold them, in every pool.
     pub fn expire_remembered(&self) {
-        let now = Timestamp::now();
+        let now = (self.clock)();
         let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
         for slot in slots {
             let mut slot = lock(&slot);

@@ -1,12 +1,32 @@
-//! Leader election on a `coordination.k8s.io` Lease. Only the leader runs the controllers; each
-//! leadership term starts from a fresh index, and a lost lease stops all writing at once.
+//! Leader election on a `coordination.k8s.io` Lease, following client-go's algorithm, with a
+//! fence that closes on the local monotonic clock.
+//!
+//! - A standby reads the Lease every retry period and takes it only when it is free, or when
+//!   its record has stayed unchanged for a whole lease duration on the standby's own clock.
+//! - The leader renews every retry period. Each successful renewal opens the write fence until
+//!   the renew deadline, counted from when that renewal was *sent*. If no renewal succeeds by
+//!   then (API server down, partition, the process paused), the fence closes and the term ends,
+//!   whether or not the API server can be reached: the leader has stopped writing before any
+//!   standby can have seen the record unchanged for a lease duration, since that count starts
+//!   no earlier than the renewal was sent and the lease duration is longer than the deadline.
+//! - Every call is bounded by the time left before the deadline, so a hung connection cannot
+//!   keep a term alive.
+//! - Takes and renewals are conditional on the Lease's `resourceVersion`: of two replicas that
+//!   decide to take it at once, one wins.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use kube::Client;
-use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
 use tokio::sync::watch;
-use tracing::info;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::lease::{Observer, Verdict, claimed, released};
+use crate::client::Fence;
+use crate::health::Health;
 
 /// Lease settings from the flags.
 #[derive(Clone, Debug)]
@@ -14,40 +34,216 @@ pub struct LeaseSettings {
     pub namespace: String,
     pub name: String,
     pub identity: String,
+    /// How long a record may stay unchanged before a standby takes the Lease.
     pub duration: Duration,
-    pub renew_margin: Duration,
+    /// How long after its last successful renewal was sent the leader stops writing.
+    pub renew_deadline: Duration,
+    /// How often the Lease is read or renewed.
+    pub retry_period: Duration,
 }
 
-/// The competition for the lease: whether this replica holds it, and the task that renews it.
+/// The competition for the lease: whether this replica leads, and the task that keeps it.
 pub struct Campaign {
     pub leading: watch::Receiver<bool>,
-    task: tokio::task::JoinHandle<Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Campaign {
-    /// Gives the lease up (so that another replica takes over at once, not after it expires),
-    /// waiting at most `limit` for the API server.
-    pub async fn resign(self, limit: std::time::Duration) {
-        drop(self.leading);
-        match tokio::time::timeout(limit, self.task).await {
-            Ok(Ok(Ok(_))) => info!("released the leader lease"),
-            Ok(Ok(Err(error))) => tracing::warn!(%error, "could not release the leader lease; it expires by itself"),
-            _ => tracing::warn!("gave up releasing the leader lease; it expires by itself"),
+    /// Stops competing, and gives the lease up if this replica holds it, so that another
+    /// replica takes over at once rather than after it expires. Waits at most `limit`.
+    pub async fn resign(self, limit: Duration) {
+        self.stop.cancel();
+        if tokio::time::timeout(limit, self.task).await.is_err() {
+            warn!("gave up releasing the leader lease; it expires by itself");
         }
     }
 }
 
-/// Starts competing for the lease.
-pub async fn campaign(client: Client, settings: &LeaseSettings) -> anyhow::Result<Campaign> {
-    let params =
-        LeaseParams::new(settings.identity.clone(), settings.duration.as_secs(), settings.renew_margin.as_secs());
-    let manager = LeaseManagerBuilder::new(client, &settings.name)
-        .with_namespace(&settings.namespace)
-        .with_parameters(params)
-        .build()
-        .await?;
+/// Starts competing for the lease. Writes through `fence` are allowed only while this replica
+/// leads.
+pub fn campaign(client: Client, settings: LeaseSettings, fence: Fence, health: Health) -> Campaign {
+    let (tx, leading) = watch::channel(false);
+    let stop = CancellationToken::new();
+    let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = %settings.identity, "competing for leadership");
-    // The task renews the lease while the receiver lives, and releases it once it is dropped.
-    let (leading, task) = manager.watch().await;
-    Ok(Campaign { leading, task })
+    let elector = Elector { api, settings, fence, health, tx, observer: Observer::default(), cached: None };
+    let task = tokio::spawn(elector.run(stop.clone()));
+    Campaign { leading, stop, task }
+}
+
+struct Elector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    fence: Fence,
+    health: Health,
+    tx: watch::Sender<bool>,
+    observer: Observer,
+    /// The Lease as this replica last wrote it, while it leads: renewals need no read.
+    cached: Option<Lease>,
+}
+
+/// How one attempt to take or renew the lease ended.
+enum Attempt {
+    Leading,
+    Standing(Verdict),
+}
+
+impl Elector {
+    fn leads(&self) -> bool {
+        *self.tx.borrow()
+    }
+
+    async fn run(mut self, stop: CancellationToken) {
+        let mut deadline: Option<Instant> = None;
+        loop {
+            let sent = Instant::now();
+            // A leader's attempt may take until its deadline; a standby's a renew deadline.
+            let budget = deadline.map_or(self.settings.renew_deadline, |d| d.saturating_duration_since(sent));
+            let attempt = tokio::select! {
+                _ = stop.cancelled() => break,
+                attempt = tokio::time::timeout(budget, self.attempt()) => attempt,
+            };
+            self.health.beat_lease();
+            match attempt {
+                Ok(Ok(Attempt::Leading)) => {
+                    let until = sent + self.settings.renew_deadline;
+                    self.fence.open_until(until);
+                    deadline = Some(until);
+                    if !self.leads() {
+                        info!(identity = %self.settings.identity, "acquired the leader lease");
+                        self.tx.send_replace(true);
+                    }
+                }
+                Ok(Ok(Attempt::Standing(verdict))) => {
+                    if self.leads() {
+                        let holder = match &verdict {
+                            Verdict::HeldBy { holder, .. } => holder.clone(),
+                            _ => "another replica".to_owned(),
+                        };
+                        self.step_down(&format!("the lease is now held by {holder}"));
+                        deadline = None;
+                    }
+                }
+                Ok(Err(error)) => {
+                    self.cached = None;
+                    if self.leads() {
+                        warn!(lease = %self.settings.name, %error, "could not renew the leader lease; retrying until the renew deadline");
+                    } else {
+                        debug!(lease = %self.settings.name, %error, "could not read the leader lease; retrying");
+                    }
+                }
+                Err(_) => {
+                    self.cached = None;
+                    debug!(lease = %self.settings.name, ?budget, "the lease call did not finish in time");
+                }
+            }
+            let wake = Instant::now() + self.settings.retry_period;
+            let expiry = deadline.unwrap_or(wake + self.settings.duration);
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep_until(wake.into()) => {}
+                _ = tokio::time::sleep_until(expiry.into()), if deadline.is_some() => {}
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                self.step_down("no renewal succeeded before the renew deadline");
+                deadline = None;
+            }
+        }
+        if self.leads() {
+            // The term has ended: close the fence before anyone else can take the lease.
+            self.fence.close();
+            self.tx.send_replace(false);
+            self.release().await;
+        }
+    }
+
+    fn step_down(&mut self, why: &str) {
+        self.fence.close();
+        self.cached = None;
+        self.observer.forget();
+        self.tx.send_replace(false);
+        warn!(lease = %self.settings.name, reason = why, "lost the leadership: stopped allocating");
+    }
+
+    /// Reads the lease (unless this replica leads and has it cached), and takes or renews it
+    /// when the verdict allows.
+    async fn attempt(&mut self) -> kube::Result<Attempt> {
+        let me = self.settings.identity.clone();
+        let current = match self.cached.take() {
+            Some(lease) if self.leads() => lease,
+            _ => match self.api.get_opt(&self.settings.name).await? {
+                Some(lease) => lease,
+                None => return self.create(&me).await,
+            },
+        };
+        let spec = current.spec.clone().unwrap_or_default();
+        self.observer.observe(&spec, Instant::now());
+        let verdict = self.observer.verdict(&me, Instant::now());
+        if !verdict.may_take() {
+            return Ok(Attempt::Standing(verdict));
+        }
+        if verdict == Verdict::Expired {
+            info!(lease = %self.settings.name, previous = spec.holder_identity.as_deref().unwrap_or_default(), "the leader lease expired; taking it");
+        }
+        let mut next = current.clone();
+        next.spec = Some(claimed(Some(&spec), &me, self.settings.duration, Timestamp::now()));
+        match self.api.replace(&self.settings.name, &PostParams::default(), &next).await {
+            Ok(written) => {
+                self.observer.observe(&written.spec.clone().unwrap_or_default(), Instant::now());
+                self.cached = Some(written);
+                Ok(Attempt::Leading)
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                debug!(lease = %self.settings.name, "another replica wrote the lease first");
+                Ok(Attempt::Standing(Verdict::HeldBy {
+                    holder: "another replica".into(),
+                    left: self.settings.duration,
+                }))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn create(&mut self, me: &str) -> kube::Result<Attempt> {
+        let lease = Lease {
+            metadata: ObjectMeta { name: Some(self.settings.name.clone()), ..ObjectMeta::default() },
+            spec: Some(claimed(None, me, self.settings.duration, Timestamp::now())),
+        };
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(written) => {
+                self.observer.observe(&written.spec.clone().unwrap_or_default(), Instant::now());
+                self.cached = Some(written);
+                Ok(Attempt::Leading)
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Standing(Verdict::HeldBy {
+                holder: "another replica".into(),
+                left: self.settings.duration,
+            })),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Gives the lease up (after the fence closed): its record names no holder.
+    async fn release(&mut self) {
+        let released = async {
+            let current = self.api.get(&self.settings.name).await?;
+            let spec = current.spec.clone().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+                return Ok::<_, kube::Error>(false);
+            }
+            let mut next = current;
+            next.spec = Some(released(&spec, Timestamp::now()));
+            self.api.replace(&next.name_any(), &PostParams::default(), &next).await?;
+            Ok(true)
+        };
+        match tokio::time::timeout(self.settings.renew_deadline, released).await {
+            Ok(Ok(true)) => info!(lease = %self.settings.name, "released the leader lease"),
+            Ok(Ok(false)) => {}
+            Ok(Err(error)) => {
+                warn!(lease = %self.settings.name, %error, "could not release the leader lease; it expires by itself")
+            }
+            Err(_) => warn!(lease = %self.settings.name, "releasing the leader lease timed out; it expires by itself"),
+        }
+    }
 }

@@ -1,18 +1,21 @@
 //! The `ferro-ipam` process: logging, client, probes, leader election, and the controllers.
 
 mod leader;
+mod lease;
 mod logging;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::Future;
+
 use anyhow::Context as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::cli::{RunFlags, parse_bind_address};
+use crate::client::{self, Fence, Timeouts};
 use crate::controller::discovery;
 use crate::controller::run::{self as controllers, Settings};
 use crate::health::{self, Health};
@@ -36,35 +39,41 @@ fn metrics_router(metrics: Arc<Metrics>) -> axum::Router {
 
 pub use logging::init as init_logging;
 
-async fn client(flags: &RunFlags) -> anyhow::Result<Client> {
-    let config = match &flags.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
-        }
-        None => Config::infer().await.context("finding a kubeconfig or in-cluster service account")?,
-    };
-    Ok(Client::try_from(config)?)
-}
+/// How long shutting down may take before the process exits anyway.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(4);
+/// How long a leader's term gets to finish its reconciles in flight when shutting down.
+const TERM_GRACE: Duration = Duration::from_secs(1);
 
-/// Cancels the token on SIGTERM or Ctrl-C.
+/// Cancels the token on SIGTERM or Ctrl-C. From then on the process ends within
+/// [`SHUTDOWN_LIMIT`] whatever it is doing, and at once on a second signal.
 fn cancel_on_signal(token: CancellationToken) {
     tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("installing a SIGTERM handler");
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(error) => {
+                warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the process");
+                let _ = tokio::signal::ctrl_c().await;
+                std::process::exit(130);
             }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
         }
-        #[cfg(not(unix))]
-        let _ = ctrl_c.await;
         info!("shutting down");
         token.cancel();
+        // A plain thread, so that a runtime busy or blocked elsewhere cannot hold the exit up.
+        std::thread::spawn(|| {
+            std::thread::sleep(SHUTDOWN_LIMIT);
+            eprintln!("ferro-ipam: shutdown took longer than {SHUTDOWN_LIMIT:?}; exiting now");
+            std::process::exit(1);
+        });
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("ferro-ipam: second signal; exiting now");
+        std::process::exit(1);
     });
 }
 
@@ -82,10 +91,27 @@ fn identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+fn lease_settings(flags: &RunFlags, identity: String) -> leader::LeaseSettings {
+    let duration = Duration::from_secs(flags.leader_elect_lease_duration);
+    let renew_deadline = duration.saturating_sub(Duration::from_secs(flags.leader_elect_renew_margin));
+    leader::LeaseSettings {
+        namespace: lease_namespace(flags),
+        name: flags.leader_election_id.clone(),
+        identity,
+        duration,
+        renew_deadline,
+        retry_period: (renew_deadline / 2).min(Duration::from_secs(2)),
+    }
+}
+
 /// Runs the provider until SIGTERM.
 pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
-    let client = client(&flags).await?;
-    let served = discovery::served(&client).await?;
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    // With leader election, nothing is written until the lease is held.
+    let fence = if flags.leader_elect { Fence::closed() } else { Fence::always_open() };
+    let connection = client::connect(client::config(flags.kubeconfig.as_deref()).await?, fence, Timeouts::default())?;
+    let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
     if let Some(address) = parse_bind_address(&flags.metrics_bind_address).map_err(anyhow::Error::msg)? {
@@ -106,6 +132,10 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         });
         info!(%address, "serving health probes");
     }
+    // Not ready until discovery has answered.
+    let Some(served) = discovery::served_eventually(&client, shutdown.clone().cancelled_owned()).await else {
+        return Ok(());
+    };
     let identity = identity();
     let settings = Settings {
         namespace: flags.namespace.clone(),
@@ -113,26 +143,40 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         claim_concurrency: flags.claim_concurrency,
         instance: Some(identity.clone()),
         sticky: Duration::from_secs(flags.sticky_address_seconds),
+        clock: connection.clock.clone(),
     };
-    let shutdown = CancellationToken::new();
-    cancel_on_signal(shutdown.clone());
 
     if !flags.leader_elect {
         metrics.leader.set(1);
-        return controllers::run(client, served, settings, health, metrics, shutdown.cancelled_owned()).await;
+        let term = controllers::run(client, served, settings, health, metrics, shutdown.clone().cancelled_owned());
+        return finish_term(term, &shutdown).await;
     }
 
-    let lease = leader::LeaseSettings {
-        namespace: lease_namespace(&flags),
-        name: flags.leader_election_id.clone(),
-        identity,
-        duration: Duration::from_secs(flags.leader_elect_lease_duration),
-        renew_margin: Duration::from_secs(flags.leader_elect_renew_margin),
-    };
-    let mut campaign = leader::campaign(client.clone(), &lease).await?;
-    let result = lead(&mut campaign.leading, client, served, settings, health, metrics, shutdown).await;
-    campaign.resign(Duration::from_secs(5)).await;
+    let campaign = leader::campaign(client.clone(), lease_settings(&flags, identity), connection.fence, health.clone());
+    let mut leading = campaign.leading.clone();
+    let result = lead(&mut leading, client, served, settings, health, metrics, shutdown).await;
+    campaign.resign(Duration::from_secs(2)).await;
     result
+}
+
+/// Runs a term until it ends by itself or shutdown is asked for; then gives its reconciles in
+/// flight [`TERM_GRACE`] to finish, and drops whatever is left.
+async fn finish_term(
+    term: impl Future<Output = anyhow::Result<()>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let mut term = std::pin::pin!(term);
+    tokio::select! {
+        result = &mut term => return result,
+        _ = shutdown.cancelled() => {}
+    }
+    match tokio::time::timeout(TERM_GRACE, term).await {
+        Ok(result) => result,
+        Err(_) => {
+            info!("stopped the reconciles still in flight");
+            Ok(())
+        }
+    }
 }
 
 /// Stands by, and runs the controllers for each leadership term, until shutdown.
@@ -150,7 +194,7 @@ async fn lead(
         health.set_ready(true);
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
-            changed = leading.wait_for(|l| *l) => { changed.context("the lease manager stopped")?; }
+            changed = leading.wait_for(|l| *l) => { changed.context("the leader election stopped")?; }
         }
         info!("became the leader: building the index, then serving claims");
         health.set_ready(false);
@@ -164,11 +208,13 @@ async fn lead(
             shutdown.clone().cancelled_owned(),
         );
         tokio::select! {
-            result = term => return result,
+            result = finish_term(term, &shutdown) => return result,
             _ = leading.wait_for(|l| !*l) => {
-                // Dropping the term cancels every reconcile in flight: nothing more is written.
+                // Dropping the term cancels every reconcile in flight; the fence already
+                // refuses their writes.
                 metrics.stand_by();
-                warn!("lost the leadership: stopped allocating; standing by");
+                health.forget_watches();
+                warn!("standing by: the leadership term ended, its index is dropped");
             }
         }
     }

@@ -311,7 +311,7 @@ async fn release(
     if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if let release::Release::WaitGracePeriod(left) = release::plan(deleted_at, pool, Timestamp::now()) {
+    if let release::Release::WaitGracePeriod(left) = release::plan(deleted_at, pool, ctx.clock.now()) {
         debug!(claim = %holder, ?left, "holding the address for the pool's reuse grace period");
         return Ok(Action::requeue(left));
     }
@@ -390,7 +390,7 @@ async fn write_status(
     readiness: &Readiness,
     cluster: Option<&Cluster>,
 ) -> Result<()> {
-    let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, Timestamp::now()) else {
+    let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, ctx.clock.now()) else {
         return Ok(());
     };
     let name = claim.name_any();

@@ -7,7 +7,6 @@ mod throttle;
 
 use std::sync::Arc;
 
-use k8s_openapi::jiff::Timestamp;
 use kube::api::Patch;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -67,7 +66,7 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
     };
 
     ctx.metrics.set_pool(&key, &report);
-    let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, Timestamp::now());
+    let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, ctx.clock.now());
     if pool.status() != Some(&desired) {
         // During a storm of allocations the counts change with every address: see WriteThrottle.
         if let Some(wait) = ctx.pool_writes.wait(&key) {

@@ -1,0 +1,51 @@
+//! The Kubernetes client every part of the process shares, with its guard: writes fenced by the
+//! leader lease, every non-watch request bounded in time, and the server's clock observed.
+
+mod clock;
+mod fence;
+mod guard;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+pub use clock::ServerClock;
+pub use fence::{Fence, Fenced};
+use guard::GuardLayer;
+pub use guard::Timeouts;
+
+/// How long opening a connection to the API server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A client and the state its guard shares with the rest of the process.
+#[derive(Clone)]
+pub struct Connection {
+    pub client: Client,
+    pub fence: Fence,
+    pub clock: ServerClock,
+}
+
+/// Reads the kubeconfig at `path`, else finds one ($KUBECONFIG, ~/.kube/config, in-cluster).
+pub async fn config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    let mut config = match path {
+        Some(path) => {
+            let kubeconfig =
+                Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
+        }
+        None => Config::infer().await.context("finding a kubeconfig or in-cluster service account")?,
+    };
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    Ok(config)
+}
+
+/// A client whose writes pass `fence`.
+pub fn connect(config: Config, fence: Fence, timeouts: Timeouts) -> anyhow::Result<Connection> {
+    let clock = ServerClock::default();
+    let layer = GuardLayer { fence: fence.clone(), clock: clock.clone(), timeouts };
+    let client = ClientBuilder::try_from(config).context("building the Kubernetes client")?.with_layer(&layer).build();
+    Ok(Connection { client, fence, clock })
+}
