@@ -11,6 +11,9 @@ pub enum ClaimReason {
     PoolExhausted,
     /// Anything else (a requested address is taken, an API error).
     AllocationFailed,
+    /// The claim's `IPAddress` records an address it cannot have (another holder has it, or the
+    /// pool may not hand it out); nothing is written for the claim until that is resolved.
+    AddressConflict,
 }
 
 impl ClaimReason {
@@ -20,6 +23,7 @@ impl ClaimReason {
             ClaimReason::PoolNotReady => "PoolNotReady",
             ClaimReason::PoolExhausted => "PoolExhausted",
             ClaimReason::AllocationFailed => "AllocationFailed",
+            ClaimReason::AddressConflict => "AddressConflict",
         }
     }
 }

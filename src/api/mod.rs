@@ -2,6 +2,7 @@
 //!
 //! Nothing in here talks to an API server; controllers live in `crate::controller`.
 
+pub mod bounded;
 pub mod capi;
 pub mod conditions;
 pub mod crdgen;

@@ -87,7 +87,7 @@ impl Context {
         let event = Event {
             type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.to_owned(),
-            note: Some(note),
+            note: Some(crate::api::bounded::truncate(&note, crate::api::bounded::EVENT_NOTE)),
             action: "Reconcile".to_owned(),
             secondary: None,
         };

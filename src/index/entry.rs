@@ -44,6 +44,10 @@ pub enum AllocError {
     Exhausted(Family),
     #[error("the requested address {address} cannot be allocated: {reason}")]
     Requested { address: IpAddr, reason: String },
+    /// The claim's own `IPAddress` records an address it cannot have: someone else holds it, or
+    /// the pool may not hand it out.
+    #[error("{address} cannot be the claim's: {reason}")]
+    Conflict { address: IpAddr, reason: String },
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,6 +89,9 @@ pub struct PoolEntry {
     remembered: HashMap<HolderKey, (IpAddr, Timestamp)>,
     /// Addresses this pool's allocator skips because an overlapping pool holds them.
     foreign: BTreeSet<IpAddr>,
+    /// Holders of an address whose other holders changed (a conflict began or ended): their
+    /// claims are to look again.
+    woken: BTreeSet<HolderKey>,
 }
 
 impl PoolEntry {
@@ -98,6 +105,7 @@ impl PoolEntry {
             users: HashMap::new(),
             waiting: BTreeSet::new(),
             remembered: HashMap::new(),
+            woken: BTreeSet::new(),
         }
     }
 
@@ -173,6 +181,10 @@ impl PoolEntry {
             return;
         }
         users.push(holder.clone());
+        if users.len() > 1 {
+            // A conflict began: every holder's claim is to report it.
+            self.woken.extend(users.iter().cloned());
+        }
         if users.len() == 1 {
             self.registry.add(ip, &self.key);
             // Held here now: no longer merely skipped for an overlapping pool.
@@ -190,6 +202,8 @@ impl PoolEntry {
         };
         users.retain(|h| h != holder);
         if !users.is_empty() {
+            // A conflict may have ended: the holders left look again.
+            self.woken.extend(users.iter().cloned());
             return false;
         }
         self.users.remove(&ip);
@@ -218,12 +232,17 @@ impl PoolEntry {
     }
 
     /// Allocates for a claim: the address it already holds, else a new one.
+    /// An address the claim holds is returned again, unless another holder holds it too; an
+    /// address its `IPAddress` records is adopted only as [`adopt`](Self::adopt) allows.
     pub fn allocate(&mut self, holder: &HolderKey, request: Request) -> Result<IpAddr, AllocError> {
         if let Some(ip) = self.claim_hold(holder) {
-            return Ok(ip);
+            return match self.held_by_others(holder, ip) {
+                Some(reason) => Err(AllocError::Conflict { address: ip, reason }),
+                None => Ok(ip),
+            };
         }
         if let Some(ip) = self.object_hold(holder) {
-            self.set_hold(holder, HoldKind::Claim, Some(ip));
+            self.adopt(holder, ip)?;
             return Ok(ip);
         }
         // A claim re-created under the same name gets its remembered address back when it is
@@ -300,6 +319,43 @@ impl PoolEntry {
         self.holds.entry(holder.clone()).or_default().claim = Some(ip);
         self.waiting.remove(holder);
         Ok(ip)
+    }
+
+    /// Makes `ip`, which the claim's `IPAddress` records, the claim's address: only if nobody
+    /// else holds it, here or in an overlapping pool, and the pool may hand it out (in range,
+    /// not the gateway, not reserved or excluded). A refused address stays held by the object,
+    /// so it is never handed to another claim.
+    pub fn adopt(&mut self, holder: &HolderKey, ip: IpAddr) -> Result<(), AllocError> {
+        let conflict = self.held_by_others(holder, ip).or_else(|| {
+            let pools = self.allocators.as_ref().ok()?;
+            match pools.iter().find(|p| p.family() == Family::of(ip)) {
+                None => Some(format!("the pool has no {} addresses", Family::of(ip))),
+                Some(pool) => pool.check(ip).err().map(|why| format!("the pool may not hand it out ({why})")),
+            }
+        });
+        if let Some(reason) = conflict {
+            return Err(AllocError::Conflict { address: ip, reason });
+        }
+        self.set_hold(holder, HoldKind::Claim, Some(ip));
+        self.waiting.remove(holder);
+        Ok(())
+    }
+
+    /// Who else holds `ip`, in words, if anyone: another holder in this pool, or an
+    /// overlapping pool.
+    fn held_by_others(&self, holder: &HolderKey, ip: IpAddr) -> Option<String> {
+        let mut others: Vec<String> =
+            self.users.get(&ip).into_iter().flatten().filter(|h| *h != holder).map(ToString::to_string).collect();
+        others.sort();
+        if !others.is_empty() {
+            return Some(format!("IPAddress {} also holds it", crate::api::bounded::list(&others, 5)));
+        }
+        self.registry.held_elsewhere(ip, &self.key).map(|other| format!("the overlapping {other} holds it"))
+    }
+
+    /// The holders whose conflicts began or ended since the last call.
+    pub fn take_woken(&mut self) -> Vec<HolderKey> {
+        std::mem::take(&mut self.woken).into_iter().collect()
     }
 
     /// Remembers a claim that found the pool full, to wake it when an address is freed.

@@ -292,6 +292,7 @@ impl Index {
         if slot.entry.set_hold(holder, kind, ip) {
             self.wake_waiting(&mut slot);
         }
+        self.wake_conflicting(&mut slot);
         if kind == HoldKind::Object {
             self.trigger(Trigger::Pool(pool.clone()));
         }
@@ -311,7 +312,25 @@ impl Index {
         if matches!(result, Err(AllocError::Exhausted(_))) {
             slot.entry.wait_for_room(holder);
         }
+        self.wake_conflicting(&mut slot);
         result
+    }
+
+    /// Makes the address the claim's `IPAddress` records the claim's, if nobody else holds it
+    /// and the pool may hand it out (see [`PoolEntry::adopt`]).
+    pub fn adopt(&self, pool: &PoolKey, holder: &HolderKey, ip: IpAddr) -> Result<(), AllocError> {
+        let slot = self.slot(pool);
+        let mut slot = lock(&slot);
+        let result = slot.entry.adopt(holder, ip);
+        self.wake_conflicting(&mut slot);
+        result
+    }
+
+    /// Triggers the claims whose address gained or lost another holder.
+    fn wake_conflicting(&self, slot: &mut Slot) {
+        for holder in slot.entry.take_woken() {
+            self.trigger(Trigger::Claim(holder));
+        }
     }
 
     /// Remembers a claim to be triggered when the pool changes or an address of it is freed.
@@ -343,6 +362,7 @@ impl Index {
             if slot.entry.set_hold(holder, HoldKind::Claim, None) {
                 self.wake_waiting(&mut slot);
             }
+            self.wake_conflicting(&mut slot);
         }
     }
 
@@ -405,5 +425,7 @@ impl Index {
     }
 }
 
+#[cfg(test)]
+mod adoption_tests;
 #[cfg(test)]
 mod tests;

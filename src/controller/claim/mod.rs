@@ -29,7 +29,7 @@ use crate::allocator::Family;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim, PoolReference};
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
-use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolKind, Request, family_settings};
+use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolKind, family_settings};
 use crate::metrics::PoolLabels;
 
 use super::context::Context;
@@ -164,8 +164,12 @@ fn not_ready(error: AllocError, pool: &PoolKey) -> Failure {
         AllocError::Exhausted(_) => ClaimReason::PoolExhausted,
         AllocError::PoolMissing | AllocError::PoolInvalid(_) => ClaimReason::PoolNotReady,
         AllocError::FamilyNotInPool(_) | AllocError::Requested { .. } => ClaimReason::AllocationFailed,
+        AllocError::Conflict { .. } => ClaimReason::AddressConflict,
     };
     let mut message = format!("{pool}: {error}");
+    if reason == ClaimReason::AddressConflict {
+        message.push_str("; the claim stays unserved until the other holder is gone or its IPAddress is deleted");
+    }
     if reason == ClaimReason::PoolExhausted {
         message.push_str("; the claim is served as soon as an address is released or the pool grows");
     }
@@ -280,10 +284,8 @@ async fn keep(
         )
     })?;
     // The claim takes over the object's hold, so the address stays reserved whatever happens
-    // to the object.
-    ctx.index
-        .allocate(&pool.key, holder, Request { address: Some(ip), ..Request::default() })
-        .map_err(|e| not_ready(e, &pool.key))?;
+    // to the object; unless someone else holds it, or the pool may not hand it out.
+    ctx.index.adopt(&pool.key, holder, ip).map_err(|e| not_ready(e, &pool.key))?;
     if existing.metadata.deletion_timestamp.is_some() {
         // Deleted by hand while the claim lives: let it go, then recreate it with the same address.
         if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {

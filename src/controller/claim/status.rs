@@ -29,7 +29,8 @@ impl Readiness {
     }
 
     pub fn failed(reason: ClaimReason, message: impl Into<String>) -> Self {
-        Readiness { ready: false, reason, message: message.into(), event_reason: None }
+        let message = crate::api::bounded::truncate(&message.into(), crate::api::bounded::CONDITION_MESSAGE);
+        Readiness { ready: false, reason, message, event_reason: None }
     }
 
     pub fn with_event(self, reason: &'static str) -> Self {

@@ -151,7 +151,7 @@ pub fn desired(
             type_: "Ready".to_owned(),
             status: status.to_owned(),
             reason: reason.as_str().to_owned(),
-            message,
+            message: crate::api::bounded::truncate(&message, crate::api::bounded::CONDITION_MESSAGE),
             last_transition_time: since,
             observed_generation: generation,
         }],

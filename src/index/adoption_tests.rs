@@ -1,0 +1,92 @@
+//! Adoption and conflicts: an `IPAddress` is adopted only when nobody else holds its address
+//! and the pool may hand it out; a conflict never hands the address to a third claim.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::*;
+use crate::api::IPPoolSpec;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn holder(name: &str) -> HolderKey {
+    HolderKey::new("ns", name)
+}
+
+fn pool(index: &Index) -> PoolKey {
+    let key = PoolKey::in_cluster("ns", "p");
+    let spec = IPPoolSpec {
+        addresses: vec!["10.0.0.1-10.0.0.3".into()],
+        prefix: 24,
+        gateway: Some("10.0.0.1".into()),
+        ..IPPoolSpec::default()
+    };
+    index.upsert_pool(&key, &spec, PoolFacts::default(), &[]);
+    key
+}
+
+fn conflict(result: Result<IpAddr, AllocError>) -> String {
+    match result {
+        Err(AllocError::Conflict { reason, .. }) => reason,
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_address_object_holding_another_claims_address_is_not_adopted_and_never_handed_out_again() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = pool(&index);
+    let first = index.allocate(&key, &holder("first"), Request::default()).unwrap();
+    // An IPAddress named like claim "second" records the first claim's address.
+    index.set_hold(&key, &holder("second"), HoldKind::Object, Some(first));
+    let reason = conflict(index.allocate(&key, &holder("second"), Request::default()));
+    assert!(reason.contains("ns/first"), "{reason}");
+    assert_eq!(index.adopt(&key, &holder("second"), first), Err(AllocError::Conflict { address: first, reason }));
+    let third = index.allocate(&key, &holder("third"), Request::default()).unwrap();
+    assert_ne!(third, first);
+    assert_eq!(index.report(&key).families[0].used, 2, "the address stays used, by the object");
+}
+
+#[test]
+fn the_gateway_and_addresses_outside_the_pool_are_not_adopted() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = pool(&index);
+    let reason = conflict(index.adopt(&key, &holder("gw"), ip("10.0.0.1")).map(|_| ip("10.0.0.1")));
+    assert!(reason.contains("gateway"), "{reason}");
+    let reason = conflict(index.adopt(&key, &holder("far"), ip("10.9.9.9")).map(|_| ip("10.9.9.9")));
+    assert!(!reason.is_empty());
+    assert_eq!(index.adopt(&key, &holder("fine"), ip("10.0.0.3")), Ok(()));
+    assert_eq!(index.allocate(&key, &holder("fine"), Request::default()), Ok(ip("10.0.0.3")));
+}
+
+#[test]
+fn a_hand_made_object_appearing_for_a_served_address_is_a_conflict_that_wakes_the_claim() {
+    let (index, mut triggers) = Index::new(Duration::ZERO);
+    let key = pool(&index);
+    let served = index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    while triggers.try_recv().is_ok() {}
+    index.set_hold(&key, &holder("hand-made"), HoldKind::Object, Some(served));
+    let woken: Vec<Trigger> = std::iter::from_fn(|| triggers.try_recv().ok()).collect();
+    assert!(woken.contains(&Trigger::Claim(holder("vm"))), "{woken:?}");
+    let reason = conflict(index.allocate(&key, &holder("vm"), Request::default()));
+    assert!(reason.contains("ns/hand-made"), "{reason}");
+    // Once the foreign object is gone, the claim is woken and keeps its address.
+    index.set_hold(&key, &holder("hand-made"), HoldKind::Object, None);
+    let woken: Vec<Trigger> = std::iter::from_fn(|| triggers.try_recv().ok()).collect();
+    assert!(woken.contains(&Trigger::Claim(holder("vm"))), "{woken:?}");
+    assert_eq!(index.allocate(&key, &holder("vm"), Request::default()), Ok(served));
+}
+
+#[test]
+fn an_address_held_in_an_overlapping_pool_is_not_adopted() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = pool(&index);
+    let other = PoolKey::in_cluster("ns", "q");
+    let spec = IPPoolSpec { addresses: vec!["10.0.0.0/24".into()], prefix: 24, ..IPPoolSpec::default() };
+    index.upsert_pool(&other, &spec, PoolFacts::default(), &[]);
+    index.set_hold(&other, &HolderKey::new("ns", "elsewhere"), HoldKind::Object, Some(ip("10.0.0.2")));
+    let reason = conflict(index.adopt(&key, &holder("vm"), ip("10.0.0.2")).map(|_| ip("10.0.0.2")));
+    assert!(reason.contains("overlapping"), "{reason}");
+}
