@@ -90,3 +90,41 @@ fn an_address_held_in_an_overlapping_pool_is_not_adopted() {
     let reason = conflict(index.adopt(&key, &holder("vm"), ip("10.0.0.2")).map(|_| ip("10.0.0.2")));
     assert!(reason.contains("overlapping"), "{reason}");
 }
+
+#[test]
+fn an_allocation_whose_address_object_is_not_written_yet_counts_as_in_flight() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = pool(&index);
+    let served = index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    let report = index.report(&key);
+    assert_eq!((report.address_objects, report.in_flight), (0, 1));
+    index.set_hold(&key, &holder("vm"), HoldKind::Object, Some(served));
+    let report = index.report(&key);
+    assert_eq!((report.address_objects, report.in_flight), (1, 0));
+    index.allocate(&key, &holder("late"), Request::default()).unwrap();
+    index.drop_unwritten(&key, &holder("late"));
+    index.drop_unwritten(&key, &holder("vm"));
+    let report = index.report(&key);
+    assert_eq!((report.address_objects, report.in_flight, report.held), (1, 0, 1), "a written address is kept");
+}
+
+#[test]
+fn slots_of_pools_that_do_not_exist_are_dropped_once_nothing_is_left_in_them() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let missing = PoolKey::in_cluster("ns", "typo");
+    // A claim naming a pool that does not exist waits for it; an IPAddress may name it too.
+    index.wait_for_pool(&missing, &holder("vm"));
+    index.set_hold(&missing, &holder("stray"), HoldKind::Object, Some(ip("10.0.0.7")));
+    assert_eq!(index.slots(), 1);
+    index.release_claim(&missing, &holder("vm"));
+    assert_eq!(index.slots(), 1, "the stray address still names it");
+    index.set_hold(&missing, &holder("stray"), HoldKind::Object, None);
+    assert_eq!(index.slots(), 0);
+    // An existing pool keeps its slot, empty or not, until its object goes.
+    let key = pool(&index);
+    index.allocate(&key, &holder("a"), Request::default()).unwrap();
+    index.release_claim(&key, &holder("a"));
+    assert_eq!(index.slots(), 1);
+    index.remove_pool(&key);
+    assert_eq!(index.slots(), 0);
+}

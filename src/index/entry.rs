@@ -388,6 +388,21 @@ impl PoolEntry {
         self.holds.values().filter(|h| h.object.is_some()).count()
     }
 
+    /// The pool this entry is of.
+    pub fn key(&self) -> &PoolKey {
+        &self.key
+    }
+
+    /// Whether nothing is left in the entry: no holds, no waiting claims, no remembered address.
+    pub fn is_vacant(&self) -> bool {
+        self.holds.is_empty() && self.waiting.is_empty() && self.remembered.is_empty()
+    }
+
+    /// How many claims hold an address whose `IPAddress` is not known (yet).
+    pub fn in_flight(&self) -> usize {
+        self.holds.values().filter(|h| h.claim.is_some() && h.object.is_none()).count()
+    }
+
     /// Addresses held by more than one holder, with their holders.
     pub fn conflicts(&self) -> Vec<(IpAddr, Vec<HolderKey>)> {
         let mut found: Vec<_> = self

@@ -217,7 +217,22 @@ impl Index {
             slot.entry.clear_allocators(String::new());
             self.wake_waiting(&mut slot);
         }
+        self.prune(key);
         self.wake_purpose_waiters();
+    }
+
+    /// Drops the slot of a pool whose object is gone (or never was) once nothing in it is left:
+    /// no holds, no waiting claims, no remembered addresses. Only a slot nobody else is using
+    /// right now is dropped, so no hold can land in a slot that is no longer in the map.
+    fn prune(&self, key: &PoolKey) {
+        let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
+        let vacant = pools.get(key).is_some_and(|slot| {
+            // Cloning a slot needs the map's lock, held here: a count of one stays one.
+            Arc::strong_count(slot) == 1 && slot.try_lock().is_ok_and(|s| s.spec.is_none() && s.entry.is_vacant())
+        });
+        if vacant {
+            pools.remove(key);
+        }
     }
 
     /// Remembers a purpose claim to be triggered when any pool appears, changes or goes.
@@ -288,13 +303,19 @@ impl Index {
     pub fn set_hold(&self, pool: &PoolKey, holder: &HolderKey, kind: HoldKind, ip: Option<IpAddr>) {
         let slot = if ip.is_some() { Some(self.slot(pool)) } else { self.existing_slot(pool) };
         let Some(slot) = slot else { return };
-        let mut slot = lock(&slot);
-        if slot.entry.set_hold(holder, kind, ip) {
-            self.wake_waiting(&mut slot);
+        {
+            let mut slot = lock(&slot);
+            if slot.entry.set_hold(holder, kind, ip) {
+                self.wake_waiting(&mut slot);
+            }
+            self.wake_conflicting(&mut slot);
         }
-        self.wake_conflicting(&mut slot);
+        drop(slot);
         if kind == HoldKind::Object {
             self.trigger(Trigger::Pool(pool.clone()));
+        }
+        if ip.is_none() {
+            self.prune(pool);
         }
     }
 
@@ -338,6 +359,18 @@ impl Index {
         lock(&self.slot(pool)).entry.wait_for_room(holder);
     }
 
+    /// Drops the hold of a claim whose `IPAddress` was never seen (the pool is going away and
+    /// the claim will not be served from it), so that it no longer keeps the pool protected.
+    pub fn drop_unwritten(&self, pool: &PoolKey, holder: &HolderKey) {
+        if let Some(slot) = self.existing_slot(pool) {
+            let mut slot = lock(&slot);
+            if slot.entry.object_hold(holder).is_none() && slot.entry.claim_hold(holder).is_some() {
+                slot.entry.set_hold(holder, HoldKind::Claim, None);
+                self.trigger(Trigger::Pool(pool.clone()));
+            }
+        }
+    }
+
     /// Drops a claim's hold and its wait in every pool (a purpose claim whose pool is unknown).
     pub fn release_claim_everywhere(&self, holder: &HolderKey) {
         let keys: Vec<PoolKey> = self.pools.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
@@ -364,6 +397,7 @@ impl Index {
             }
             self.wake_conflicting(&mut slot);
         }
+        self.prune(pool);
     }
 
     /// Forgets remembered addresses whose time is up, and gives back addresses skipped for
@@ -371,13 +405,25 @@ impl Index {
     pub fn expire_remembered(&self) {
         let now = (self.clock)();
         let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        let mut vacant = Vec::new();
         for slot in slots {
             let mut slot = lock(&slot);
             slot.entry.expire_remembered(now);
             if slot.entry.release_foreign() {
                 self.wake_waiting(&mut slot);
             }
+            if slot.spec.is_none() && slot.entry.is_vacant() {
+                vacant.push(slot.entry.key().clone());
+            }
         }
+        for key in vacant {
+            self.prune(&key);
+        }
+    }
+
+    /// How many pools the index keeps a slot for.
+    pub fn slots(&self) -> usize {
+        self.pools.read().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     /// How many claims wait for a pool, over every pool.

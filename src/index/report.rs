@@ -33,6 +33,8 @@ pub struct PoolReport {
     pub conflicts: Vec<(IpAddr, Vec<HolderKey>)>,
     /// `IPAddress` objects that reference the pool.
     pub address_objects: usize,
+    /// Addresses allocated to claims whose `IPAddress` is not seen yet (being written).
+    pub in_flight: usize,
     /// Addresses held by anyone.
     pub held: usize,
     /// Pools sharing this one's address space whose ranges intersect its own.
@@ -50,6 +52,7 @@ impl PoolReport {
     pub fn of(entry: &PoolEntry) -> PoolReport {
         let mut report = PoolReport {
             address_objects: entry.address_objects(),
+            in_flight: entry.in_flight(),
             held: entry.held_addresses(),
             conflicts: entry.conflicts(),
             remembered: entry.remembered(),

@@ -202,6 +202,7 @@ async fn fulfil(
             ));
         }
         Some(p) if p.deleting => {
+            ctx.index.drop_unwritten(pool_key, holder);
             return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} is being deleted")));
         }
         // An address is only ever written into a pool that deletion protection already holds.

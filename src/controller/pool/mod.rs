@@ -45,7 +45,8 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
     let name = pool.name_any();
     let deleting = pool.meta().deletion_timestamp.is_some();
     let skip_protection = pool.annotations().contains_key(SKIP_DELETE_PROTECTION_ANNOTATION);
-    let referenced = report.address_objects;
+    // An allocation in flight counts too: its IPAddress is about to reference the pool.
+    let referenced = report.address_objects + report.in_flight;
 
     let deleting_with = if deleting {
         if referenced == 0 || skip_protection {
