@@ -11,6 +11,7 @@ pub mod own_writes;
 pub mod pool;
 pub mod provider;
 pub mod run;
+mod triggers;
 
 pub use context::Context;
 

@@ -33,6 +33,7 @@ use super::discovery::Served;
 use super::error::Error;
 use super::feed::{AddressFeed, PoolFeed};
 use super::pool::{self, PoolObject};
+use super::triggers::{self, Wake};
 
 /// How long a claim reconcile waits at most for the watch to show the claim's own last write.
 const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
@@ -209,7 +210,9 @@ where
         drop(triggers);
         return future::Either::Left(drain(events));
     }
-    let controller = Controller::for_stream(events.touched_objects(), store)
+    let (relisted, relistings) = triggers::relistings();
+    let controller = Controller::for_stream(triggers::objects(events, Wake::Touched, relisted), store)
+        .reconcile_all_on(relistings)
         .reconcile_on(UnboundedReceiverStream::new(triggers))
         .graceful_shutdown_on(shutdown)
         .run(|pool, ctx| instrumented("pool", pool, ctx, pool::reconcile::<K>), error_policy, ctx);
@@ -255,13 +258,15 @@ pub async fn run(
     let (claim_tx, claim_rx) = mpsc::unbounded_channel::<ObjectRef<IPAddressClaim>>();
     let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
     let (claims, claim_writer) = store_with(claim_resource.clone());
-    let claim_watch = reflector::reflector(
+    let claim_events = reflector::reflector(
         claim_writer,
         watched("IPAddressClaim", health.clone(), watcher(claim_api, settings.filtered()).default_backoff())
             .modify(lean),
-    )
-    .applied_objects();
-    let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone());
+    );
+    let (claims_relisted, claim_relistings) = triggers::relistings();
+    let claim_watch = triggers::objects(claim_events, Wake::Applied, claims_relisted.clone());
+    let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone())
+        .reconcile_all_on(claim_relistings);
     let cluster_parts = served.cluster.map(|version| {
         let resource = version.cluster_resource();
         let (store, writer) = store_with(resource.clone());
@@ -270,7 +275,16 @@ pub async fn run(
         let tx = claim_tx.clone();
         let claim_resource = claim_resource.clone();
         let watch = watched("Cluster", health.clone(), watcher(api, settings.filtered()).default_backoff());
-        let watch = reflector::reflector(writer, watch.modify(lean)).touched_objects().map(move |cluster| {
+        let (clusters_relisted, cluster_relistings) = triggers::relistings();
+        let claims_relisted = claims_relisted.clone();
+        // A relisting may bring Clusters changed while the watch was down: every claim and
+        // every Cluster is looked at again.
+        let relisted = move || {
+            clusters_relisted();
+            claims_relisted();
+        };
+        let events = reflector::reflector(writer, watch.modify(lean));
+        let watch = triggers::objects(events, Wake::Touched, relisted).map(move |cluster| {
             if let Ok(cluster) = &cluster {
                 let namespace = cluster.namespace();
                 for claim in claims.state().iter().filter(|c| {
@@ -281,9 +295,9 @@ pub async fn run(
             }
             cluster
         });
-        (store, resource, watch)
+        (store, resource, watch, cluster_relistings)
     });
-    let clusters = cluster_parts.as_ref().map(|(store, _, _)| store.clone());
+    let clusters = cluster_parts.as_ref().map(|(store, _, _, _)| store.clone());
 
     let reporter = Reporter { controller: "ferro-ipam".into(), instance: settings.instance.clone() };
     let ctx = Arc::new(Context {
@@ -313,7 +327,7 @@ pub async fn run(
 
     // Cluster watch -> the control-plane VIP controller, also woken by changes of its claims.
     let cluster_watch = match cluster_parts {
-        Some((store, resource, watch)) => {
+        Some((store, resource, watch, relistings)) => {
             let claim_api: Api<PartialObjectMeta<IPAddressClaim>> = settings.scoped(&client, &claim_resource);
             let selector = format!("{}={}", cluster_vip::ROLE_LABEL, cluster_vip::ROLE);
             let owners = resource.clone();
@@ -337,6 +351,7 @@ pub async fn run(
                 future::ready(owner)
             });
             let controller = Controller::for_stream_with(watch, store, resource)
+                .reconcile_all_on(relistings)
                 .reconcile_on(vip_claims)
                 .graceful_shutdown_on(shutdown.clone())
                 .run(
