@@ -242,7 +242,7 @@ impl PoolEntry {
             };
         }
         if let Some(ip) = self.object_hold(holder) {
-            self.adopt(holder, ip)?;
+            self.adopt(holder, ip, false)?;
             return Ok(ip);
         }
         // A claim re-created under the same name gets its remembered address back when it is
@@ -322,11 +322,15 @@ impl PoolEntry {
     }
 
     /// Makes `ip`, which the claim's `IPAddress` records, the claim's address: only if nobody
-    /// else holds it, here or in an overlapping pool, and the pool may hand it out (in range,
-    /// not the gateway, not reserved or excluded). A refused address stays held by the object,
-    /// so it is never handed to another claim.
-    pub fn adopt(&mut self, holder: &HolderKey, ip: IpAddr) -> Result<(), AllocError> {
+    /// else holds it, here or in an overlapping pool, and, unless `served` (the claim's status
+    /// already names that `IPAddress`: it was served before, perhaps from a pool since shrunk),
+    /// the pool may hand it out (in range, not the gateway, not reserved or excluded). A refused
+    /// address stays held by the object, so it is never handed to another claim.
+    pub fn adopt(&mut self, holder: &HolderKey, ip: IpAddr, served: bool) -> Result<(), AllocError> {
         let conflict = self.held_by_others(holder, ip).or_else(|| {
+            if served {
+                return None;
+            }
             let pools = self.allocators.as_ref().ok()?;
             match pools.iter().find(|p| p.family() == Family::of(ip)) {
                 None => Some(format!("the pool has no {} addresses", Family::of(ip))),

@@ -338,11 +338,12 @@ impl Index {
     }
 
     /// Makes the address the claim's `IPAddress` records the claim's, if nobody else holds it
-    /// and the pool may hand it out (see [`PoolEntry::adopt`]).
-    pub fn adopt(&self, pool: &PoolKey, holder: &HolderKey, ip: IpAddr) -> Result<(), AllocError> {
+    /// and (unless the claim was `served` it before) the pool may hand it out (see
+    /// [`PoolEntry::adopt`]).
+    pub fn adopt(&self, pool: &PoolKey, holder: &HolderKey, ip: IpAddr, served: bool) -> Result<(), AllocError> {
         let slot = self.slot(pool);
         let mut slot = lock(&slot);
-        let result = slot.entry.adopt(holder, ip);
+        let result = slot.entry.adopt(holder, ip, served);
         self.wake_conflicting(&mut slot);
         result
     }

@@ -286,7 +286,8 @@ async fn keep(
     })?;
     // The claim takes over the object's hold, so the address stays reserved whatever happens
     // to the object; unless someone else holds it, or the pool may not hand it out.
-    ctx.index.adopt(&pool.key, holder, ip).map_err(|e| not_ready(e, &pool.key))?;
+    let served = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
+    ctx.index.adopt(&pool.key, holder, ip, served).map_err(|e| not_ready(e, &pool.key))?;
     if existing.metadata.deletion_timestamp.is_some() {
         // Deleted by hand while the claim lives: let it go, then recreate it with the same address.
         if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
