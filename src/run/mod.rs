@@ -1,7 +1,9 @@
 //! The `ferro-ipam` process: logging, client, probes, leader election, and the controllers.
 
+mod diagnostics;
 mod leader;
 mod logging;
+pub mod ratelimit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,22 +19,6 @@ use crate::controller::discovery;
 use crate::controller::run::{self as controllers, Settings};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
-
-/// The `/metrics` route.
-fn metrics_router(metrics: Arc<Metrics>) -> axum::Router {
-    axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let text = metrics.encode();
-            async move {
-                (
-                    [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-                    text,
-                )
-            }
-        }),
-    )
-}
 
 pub use logging::init as init_logging;
 
@@ -88,15 +74,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let served = discovery::served(&client).await?;
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
-    if let Some(address) = parse_bind_address(&flags.metrics_bind_address).map_err(anyhow::Error::msg)? {
-        let router = metrics_router(metrics.clone());
-        tokio::spawn(async move {
-            if let Err(error) = health::serve(address, router).await {
-                warn!(%error, "metrics server stopped");
-            }
-        });
-        info!(%address, "serving metrics");
-    }
+    diagnostics::serve(&flags, metrics.clone())?;
     if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
         let router = health.router();
         tokio::spawn(async move {
@@ -122,12 +100,16 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         return controllers::run(client, served, settings, health, metrics, shutdown.cancelled_owned()).await;
     }
 
+    // kube-lease-manager counts whole seconds, with 0 < margin < duration.
+    let lease_seconds = flags.leader_elect_lease_duration.as_secs().max(2);
+    let margin = flags.leader_elect_lease_duration - flags.leader_elect_renew_deadline;
+    let margin_seconds = margin.as_secs().clamp(1, lease_seconds - 1);
     let lease = leader::LeaseSettings {
         namespace: lease_namespace(&flags),
         name: flags.leader_election_id.clone(),
         identity,
-        duration: Duration::from_secs(flags.leader_elect_lease_duration),
-        renew_margin: Duration::from_secs(flags.leader_elect_renew_margin),
+        duration: Duration::from_secs(lease_seconds),
+        renew_margin: Duration::from_secs(margin_seconds),
     };
     let mut campaign = leader::campaign(client.clone(), &lease).await?;
     let result = lead(&mut campaign.leading, client, served, settings, health, metrics, shutdown).await;
