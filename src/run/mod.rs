@@ -1,5 +1,6 @@
 //! The `ferro-ipam` process: logging, client, probes, leader election, and the controllers.
 
+mod compat;
 mod diagnostics;
 mod leader;
 mod logging;
@@ -71,6 +72,7 @@ fn identity() -> String {
 /// Runs the provider until SIGTERM.
 pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let client = client(&flags).await?;
+    compat::check_kubernetes(&client).await?;
     let served = discovery::served(&client).await?;
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
