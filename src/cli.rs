@@ -1,13 +1,25 @@
-//! Command-line flags, following the conventions of Cluster API providers.
+//! Command-line flags, following the conventions of Cluster API providers: the flags that
+//! controller-runtime-based providers take, and that cluster-api-operator passes, with their
+//! meanings, defaults and value syntax (Go durations, `--flag=true`). A flag given twice takes
+//! its last value, as in Go.
+
+mod tls;
+mod values;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+pub use tls::{CipherSuite, TlsVersion};
+pub use values::{parse_bool, parse_duration};
 
 /// ferro-ipam: a Cluster API IPAM provider for in-cluster IP pools.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "ferro-ipam", version, about, long_about = None)]
+#[command(name = "ferro-ipam", version, about, long_about = None, args_override_self = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -41,24 +53,35 @@ pub struct RunFlags {
     pub kubeconfig: Option<PathBuf>,
 
     /// Elect a leader through a coordination.k8s.io Lease, so that only one replica allocates.
-    #[arg(long, default_value_t = false)]
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = parse_bool, num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true")]
     pub leader_elect: bool,
 
     /// Namespace of the leader-election Lease. Default: the pod's namespace, else "default".
     #[arg(long)]
     pub leader_election_namespace: Option<String>,
 
-    /// Name of the leader-election Lease.
+    /// Name of the leader-election Lease. "NAMESPACE/NAME", as cluster-api-operator passes it,
+    /// also sets its namespace, whatever --leader-election-namespace says.
     #[arg(long, default_value = "ferro-ipam-leader")]
     pub leader_election_id: String,
 
-    /// Seconds a leader's Lease stays valid without renewal.
-    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
-    pub leader_elect_lease_duration: u64,
+    /// How long a leader's Lease stays valid without renewal; a stand-by takes over after that.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "15s")]
+    pub leader_elect_lease_duration: Duration,
 
-    /// Seconds before the Lease expires at which the leader renews it; must be below the lease duration.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3599))]
-    pub leader_elect_renew_margin: u64,
+    /// How long the leader keeps trying to renew its Lease before it steps down.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How long replicas wait between attempts to take or renew the Lease.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    pub leader_elect_retry_period: Duration,
+
+    /// Deprecated: sets --leader-elect-renew-deadline to the lease duration minus this, and the
+    /// retry period, unless given, to at most half that deadline.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub leader_elect_renew_margin: Option<Duration>,
 
     /// Watch claims, namespaced pools, addresses and clusters in this namespace only. Default: all.
     #[arg(long)]
@@ -68,21 +91,52 @@ pub struct RunFlags {
     #[arg(long)]
     pub watch_filter: Option<String>,
 
-    /// Address the Prometheus metrics endpoint (/metrics) listens on; "0" disables it.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub metrics_bind_address: String,
+    /// Address the metrics endpoint (/metrics) listens on; "0" disables it.
+    #[arg(long, alias = "metrics-bind-address", alias = "metrics-bind-addr", default_value = "127.0.0.1:8080")]
+    pub diagnostics_address: String,
+
+    /// Serve /metrics over plain HTTP, without authentication. This is currently the only mode:
+    /// the flag is accepted so that Cluster API manifests that pass it work.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = parse_bool, num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true")]
+    pub insecure_diagnostics: bool,
+
+    /// Lowest TLS version of the diagnostics endpoint.
+    #[arg(long, value_enum, default_value_t = TlsVersion::Tls12)]
+    pub tls_min_version: TlsVersion,
+
+    /// Comma-separated TLS 1.2 cipher suites of the diagnostics endpoint (IANA names). Default: all
+    /// that ferro-ipam offers. TLS 1.3 suites are always on.
+    #[arg(long, value_name = "SUITES", value_delimiter = ',', value_parser = tls::parse_cipher_suite)]
+    pub tls_cipher_suites: Vec<CipherSuite>,
 
     /// Address the health probes (/healthz, /readyz) listen on; "0" disables them.
-    #[arg(long, default_value = ":9440")]
+    #[arg(long, alias = "health-addr", default_value = ":9440")]
     pub health_probe_bind_address: String,
 
+    /// How often every watched object is reconciled again, even without a change.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    pub sync_period: Duration,
+
+    /// Requests per second to the API server, sustained.
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+
+    /// Requests to the API server allowed in a burst above --kube-api-qps.
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: u32,
+
     /// Log line format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, alias = "logging-format", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// Log filter, e.g. "info" or "ferro_ipam=debug,kube=info" (RUST_LOG syntax).
-    #[arg(long, env = "FERRO_IPAM_LOG", default_value = "info")]
-    pub log_level: String,
+    /// Log filter, e.g. "info" or "ferro_ipam=debug,kube=info" (RUST_LOG syntax). Overrides --v.
+    #[arg(long, env = "FERRO_IPAM_LOG")]
+    pub log_level: Option<String>,
+
+    /// Log verbosity as Kubernetes components count it: 0-3 info, 4 debug, 5 and more trace.
+    #[arg(long = "v", short = 'v', value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
 
     /// Seconds a deleted claim's address is kept for a new claim of the same namespace and name
     /// (sticky addresses; it goes to others earlier only if the pool is otherwise full). 0: off.
@@ -94,18 +148,103 @@ pub struct RunFlags {
     pub claim_concurrency: u16,
 }
 
+impl Cli {
+    /// Parses the command line and resolves flags that depend on each other. A refused flag or
+    /// value gives clap's error (exit status 2) naming it.
+    pub fn from_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut command = Cli::command();
+        let matches = command.try_get_matches_from_mut(args)?;
+        let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+        cli.run.resolve(&matches).map_err(|message| command.error(ErrorKind::ArgumentConflict, message))?;
+        Ok(cli)
+    }
+}
+
 impl RunFlags {
-    /// Checks what clap cannot: values that depend on each other.
+    /// Applies the deprecated and combined forms, then checks what clap cannot: values that
+    /// depend on each other.
+    fn resolve(&mut self, matches: &ArgMatches) -> Result<(), String> {
+        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        if let Some(margin) = self.leader_elect_renew_margin {
+            if given("leader_elect_renew_deadline") {
+                return Err(
+                    "give --leader-elect-renew-deadline or the deprecated --leader-elect-renew-margin, not both"
+                        .to_owned(),
+                );
+            }
+            if margin.is_zero() || margin >= self.leader_elect_lease_duration {
+                return Err(format!(
+                    "--leader-elect-renew-margin ({margin:?}) must be above 0 and below --leader-elect-lease-duration ({:?})",
+                    self.leader_elect_lease_duration
+                ));
+            }
+            self.leader_elect_renew_deadline = self.leader_elect_lease_duration - margin;
+            // Manifests written for the margin never set a retry period: keep the default's
+            // ratio for short leases.
+            if !given("leader_elect_retry_period") {
+                self.leader_elect_retry_period =
+                    self.leader_elect_retry_period.min(self.leader_elect_renew_deadline / 2);
+            }
+        }
+        if let Some((namespace, name)) = self.leader_election_id.split_once('/') {
+            if namespace.is_empty() || name.is_empty() || name.contains('/') {
+                return Err(format!(
+                    "--leader-election-id {:?} is not NAME or NAMESPACE/NAME",
+                    self.leader_election_id
+                ));
+            }
+            self.leader_election_namespace = Some(namespace.to_owned());
+            self.leader_election_id = name.to_owned();
+        }
+        self.validate()
+    }
+
+    /// Checks values that depend on each other.
     pub fn validate(&self) -> Result<(), String> {
-        if self.leader_elect_renew_margin >= self.leader_elect_lease_duration {
+        let (lease, deadline, retry) =
+            (self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period);
+        if retry.is_zero() {
+            return Err("--leader-elect-retry-period must be above 0".to_owned());
+        }
+        if retry >= deadline {
             return Err(format!(
-                "--leader-elect-renew-margin ({}) must be below --leader-elect-lease-duration ({})",
-                self.leader_elect_renew_margin, self.leader_elect_lease_duration
+                "--leader-elect-retry-period ({retry:?}) must be below --leader-elect-renew-deadline ({deadline:?})"
             ));
         }
-        parse_bind_address(&self.metrics_bind_address).map_err(|e| format!("--metrics-bind-address: {e}"))?;
+        if deadline >= lease {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({deadline:?}) must be below --leader-elect-lease-duration ({lease:?})"
+            ));
+        }
+        if self.sync_period.is_zero() {
+            return Err("--sync-period must be above 0".to_owned());
+        }
+        if !(self.kube_api_qps.is_finite() && self.kube_api_qps > 0.0) {
+            return Err(format!("--kube-api-qps ({}) must be above 0", self.kube_api_qps));
+        }
+        if self.kube_api_burst == 0 {
+            return Err("--kube-api-burst must be at least 1".to_owned());
+        }
+        parse_bind_address(&self.diagnostics_address).map_err(|e| format!("--diagnostics-address: {e}"))?;
         parse_bind_address(&self.health_probe_bind_address).map_err(|e| format!("--health-probe-bind-address: {e}"))?;
         Ok(())
+    }
+
+    /// The log filter: --log-level (or $FERRO_IPAM_LOG) when given, else one for --v.
+    pub fn log_filter(&self) -> String {
+        if let Some(filter) = &self.log_level {
+            return filter.clone();
+        }
+        match self.verbosity.unwrap_or(0) {
+            0..=3 => "info",
+            4 => "info,ferro_ipam=debug",
+            _ => "info,kube=debug,ferro_ipam=trace",
+        }
+        .to_owned()
     }
 }
 
@@ -121,32 +260,4 @@ pub fn parse_bind_address(value: &str) -> Result<Option<SocketAddr>, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bind_addresses_accept_the_capi_forms() {
-        assert_eq!(parse_bind_address("0"), Ok(None));
-        assert_eq!(parse_bind_address(":9440"), Ok(Some("0.0.0.0:9440".parse().unwrap())));
-        assert_eq!(parse_bind_address("127.0.0.1:8080"), Ok(Some("127.0.0.1:8080".parse().unwrap())));
-        assert!(parse_bind_address("localhost").is_err());
-    }
-
-    #[test]
-    fn renew_margin_must_be_below_lease_duration() {
-        let cli = Cli::try_parse_from([
-            "ferro-ipam",
-            "--leader-elect-lease-duration",
-            "5",
-            "--leader-elect-renew-margin",
-            "5",
-        ])
-        .unwrap();
-        assert!(cli.run.validate().unwrap_err().contains("renew-margin"));
-    }
-
-    #[test]
-    fn unknown_flags_are_refused() {
-        assert!(Cli::try_parse_from(["ferro-ipam", "--no-such-flag"]).is_err());
-    }
-}
+mod tests;

@@ -1,9 +1,8 @@
-use clap::Parser;
 use ferro_ipam::cli::{Cli, Command};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::from_args(std::env::args_os()).unwrap_or_else(|error| error.exit());
     if let Some(Command::Crds { output_dir }) = cli.command {
         match output_dir {
             None => print!("{}", ferro_ipam::api::crdgen::all_yaml()),
@@ -15,10 +14,6 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    if let Err(message) = cli.run.validate() {
-        eprintln!("error: {message}");
-        std::process::exit(2);
-    }
-    ferro_ipam::run::init_logging(cli.run.log_format, &cli.run.log_level)?;
+    ferro_ipam::run::init_logging(cli.run.log_format, &cli.run.log_filter())?;
     ferro_ipam::run::run(cli.run).await
 }

@@ -251,6 +251,8 @@ impl Metrics {
         self.leader.set(0);
         self.pool_addresses.clear();
         self.pool_conflicts.clear();
+        self.pool_overlaps.clear();
+        self.pool_unclaimed.clear();
         self.claims_waiting.set(0);
         self.reconciles_in_flight.clear();
     }
@@ -304,7 +306,9 @@ mod tests {
         metrics.reconciles_in_flight.get_or_create(&ControllerLabels { controller: "claim".into() }).inc();
         metrics.stand_by();
         let text = metrics.encode();
-        assert!(!text.contains("ferro_ipam_pool_addresses{"), "{text}");
+        for pool_series in ["pool_addresses", "pool_conflicts", "pool_overlaps", "pool_unclaimed_addresses"] {
+            assert!(!text.contains(&format!("ferro_ipam_{pool_series}{{")), "{text}");
+        }
         assert!(!text.contains("ferro_ipam_reconciles_in_flight{"), "{text}");
         assert!(text.contains("ferro_ipam_leader 0"), "{text}");
         assert!(

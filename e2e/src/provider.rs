@@ -33,24 +33,31 @@ impl Provider {
 
     /// Starts the provider with another kubeconfig (another identity), without waiting.
     pub fn launch(plane: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) -> Result<Provider> {
-        static STARTED: AtomicUsize = AtomicUsize::new(0);
-        let n = STARTED.fetch_add(1, Ordering::SeqCst);
         let metrics = format!("127.0.0.1:{}", free_port());
         let health = format!("127.0.0.1:{}", free_port());
-        let mut command = Command::new(binary());
-        command
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args([
+        let mut all: Vec<String> = vec!["--kubeconfig".into(), kubeconfig.to_string_lossy().into_owned()];
+        all.extend(
+            [
                 "--metrics-bind-address",
                 &metrics,
                 "--health-probe-bind-address",
                 &health,
                 "--log-level",
                 "info,ferro_ipam=debug",
-            ])
-            .args(args)
-            .env("HOSTNAME", format!("e2e-provider-{n}"));
+            ]
+            .map(str::to_owned),
+        );
+        all.extend(args.iter().map(|a| a.to_string()));
+        Provider::launch_exactly(plane, &all, health, metrics)
+    }
+
+    /// Starts the provider with exactly `args`, the API server's kubeconfig in `$KUBECONFIG`, its
+    /// probes expected on `health` and its metrics on `metrics`; without waiting.
+    pub fn launch_exactly(plane: &ControlPlane, args: &[String], health: String, metrics: String) -> Result<Provider> {
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, Ordering::SeqCst);
+        let mut command = Command::new(binary());
+        command.args(args).env("KUBECONFIG", &plane.kubeconfig).env("HOSTNAME", format!("e2e-provider-{n}"));
         let process = Process::start("ferro-ipam", command, plane.dir.join(format!("ferro-ipam-{n}.log")))?;
         Ok(Provider { process, metrics, health })
     }

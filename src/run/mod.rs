@@ -1,8 +1,11 @@
 //! The `ferro-ipam` process: logging, client, probes, leader election, and the controllers.
 
+mod compat;
+mod diagnostics;
 mod leader;
 mod lease;
 mod logging;
+pub mod ratelimit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,22 +23,6 @@ use crate::controller::discovery;
 use crate::controller::run::{self as controllers, Settings};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
-
-/// The `/metrics` route.
-fn metrics_router(metrics: Arc<Metrics>) -> axum::Router {
-    axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let text = metrics.encode();
-            async move {
-                (
-                    [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-                    text,
-                )
-            }
-        }),
-    )
-}
 
 pub use logging::init as init_logging;
 
@@ -92,15 +79,13 @@ fn identity() -> String {
 }
 
 fn lease_settings(flags: &RunFlags, identity: String) -> leader::LeaseSettings {
-    let duration = Duration::from_secs(flags.leader_elect_lease_duration);
-    let renew_deadline = duration.saturating_sub(Duration::from_secs(flags.leader_elect_renew_margin));
     leader::LeaseSettings {
         namespace: lease_namespace(flags),
         name: flags.leader_election_id.clone(),
         identity,
-        duration,
-        renew_deadline,
-        retry_period: (renew_deadline / 2).min(Duration::from_secs(2)),
+        duration: flags.leader_elect_lease_duration,
+        renew_deadline: flags.leader_elect_renew_deadline,
+        retry_period: flags.leader_elect_retry_period,
     }
 }
 
@@ -114,15 +99,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
-    if let Some(address) = parse_bind_address(&flags.metrics_bind_address).map_err(anyhow::Error::msg)? {
-        let router = metrics_router(metrics.clone());
-        tokio::spawn(async move {
-            if let Err(error) = health::serve(address, router).await {
-                warn!(%error, "metrics server stopped");
-            }
-        });
-        info!(%address, "serving metrics");
-    }
+    diagnostics::serve(&flags, metrics.clone())?;
     if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
         let router = health.router();
         tokio::spawn(async move {
@@ -136,6 +113,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let Some(served) = discovery::served_eventually(&client, shutdown.clone().cancelled_owned()).await else {
         return Ok(());
     };
+    compat::check_kubernetes(&client).await?;
     let identity = identity();
     let settings = Settings {
         namespace: flags.namespace.clone(),
