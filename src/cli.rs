@@ -118,8 +118,9 @@ pub struct RunFlags {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
     pub sync_period: Duration,
 
-    /// Requests per second to the API server, sustained.
-    #[arg(long, default_value_t = 20.0)]
+    /// Requests per second to the API server, sustained; 0: no client-side limit (ferro-ipam
+    /// paces its own pool-status writes). The Lease is renewed outside this limit.
+    #[arg(long, default_value_t = 0.0)]
     pub kube_api_qps: f32,
 
     /// Requests to the API server allowed in a burst above --kube-api-qps.
@@ -223,8 +224,8 @@ impl RunFlags {
         if self.sync_period.is_zero() {
             return Err("--sync-period must be above 0".to_owned());
         }
-        if !(self.kube_api_qps.is_finite() && self.kube_api_qps > 0.0) {
-            return Err(format!("--kube-api-qps ({}) must be above 0", self.kube_api_qps));
+        if !(self.kube_api_qps.is_finite() && self.kube_api_qps >= 0.0) {
+            return Err(format!("--kube-api-qps ({}) must be 0 (no limit) or above", self.kube_api_qps));
         }
         if self.kube_api_burst == 0 {
             return Err("--kube-api-burst must be at least 1".to_owned());

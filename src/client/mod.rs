@@ -15,6 +15,8 @@ use kube::{Client, Config};
 pub use clock::ServerClock;
 pub use fence::{Fence, Fenced};
 use guard::GuardLayer;
+
+use crate::run::ratelimit::RateLimitLayer;
 pub use guard::Timeouts;
 
 /// How long opening a connection to the API server may take.
@@ -42,10 +44,29 @@ pub async fn config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-/// A client whose writes pass `fence`.
-pub fn connect(config: Config, fence: Fence, timeouts: Timeouts) -> anyhow::Result<Connection> {
+/// A client whose writes pass `fence`, limited to `rate` (requests per second, and burst) when
+/// given; and, beside it, an unlimited client for the Lease, so that a busy leader's renewals
+/// never queue behind its own writes.
+pub fn connect(
+    config: Config,
+    fence: Fence,
+    timeouts: Timeouts,
+    rate: Option<(f32, u32)>,
+) -> anyhow::Result<(Connection, Client)> {
     let clock = ServerClock::default();
     let layer = GuardLayer { fence: fence.clone(), clock: clock.clone(), timeouts };
-    let client = ClientBuilder::try_from(config).context("building the Kubernetes client")?.with_layer(&layer).build();
-    Ok(Connection { client, fence, clock })
+    let lease =
+        ClientBuilder::try_from(config.clone()).context("building the Kubernetes client")?.with_layer(&layer).build();
+    let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    let client = match rate {
+        // The limiter holds requests back in their own futures, so it needs a service it can
+        // clone: a buffer in front of the connection stack.
+        Some((qps, burst)) => builder
+            .with_layer(&tower::buffer::BufferLayer::new(1024))
+            .with_layer(&RateLimitLayer::new(qps, burst))
+            .with_layer(&layer)
+            .build(),
+        None => builder.with_layer(&layer).build(),
+    };
+    Ok((Connection { client, fence, clock }, lease))
 }

@@ -59,6 +59,18 @@ pub struct Settings {
     pub sticky: Duration,
     /// The API server's clock, for grace periods, sticky addresses and condition times.
     pub clock: crate::client::ServerClock,
+    /// How often every claim and pool is reconciled again without a change (zero: never).
+    pub sync_period: Duration,
+}
+
+impl Settings {
+    /// The `--sync-period` signal, or one that never comes.
+    fn resync(&self) -> impl Stream<Item = ()> + Send + 'static {
+        match self.sync_period.is_zero() {
+            true => futures::stream::pending().left_stream(),
+            false => triggers::every(self.sync_period).right_stream(),
+        }
+    }
 }
 
 impl Settings {
@@ -213,6 +225,7 @@ where
     let (relisted, relistings) = triggers::relistings();
     let controller = Controller::for_stream(triggers::objects(events, Wake::Touched, relisted), store)
         .reconcile_all_on(relistings)
+        .reconcile_all_on(settings.resync())
         .reconcile_on(UnboundedReceiverStream::new(triggers))
         .graceful_shutdown_on(shutdown)
         .run(|pool, ctx| instrumented("pool", pool, ctx, pool::reconcile::<K>), error_policy, ctx);
@@ -266,7 +279,8 @@ pub async fn run(
     let (claims_relisted, claim_relistings) = triggers::relistings();
     let claim_watch = triggers::objects(claim_events, Wake::Applied, claims_relisted.clone());
     let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone())
-        .reconcile_all_on(claim_relistings);
+        .reconcile_all_on(claim_relistings)
+        .reconcile_all_on(settings.resync());
     let cluster_parts = served.cluster.map(|version| {
         let resource = version.cluster_resource();
         let (store, writer) = store_with(resource.clone());

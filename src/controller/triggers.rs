@@ -50,6 +50,14 @@ where
     })
 }
 
+/// A signal every `period`, for `Controller::reconcile_all_on` (`--sync-period`).
+pub fn every(period: std::time::Duration) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(period).await;
+        Some(((), ()))
+    })
+}
+
 /// A signal for `Controller::reconcile_all_on`, and the function that sends it.
 pub fn relistings() -> (impl Fn() + Clone + Send + Sync + 'static, impl Stream<Item = ()> + Send + 'static) {
     let (tx, rx) = mpsc::unbounded_channel();

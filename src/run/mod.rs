@@ -95,7 +95,9 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     cancel_on_signal(shutdown.clone());
     // With leader election, nothing is written until the lease is held.
     let fence = if flags.leader_elect { Fence::closed() } else { Fence::always_open() };
-    let connection = client::connect(client::config(flags.kubeconfig.as_deref()).await?, fence, Timeouts::default())?;
+    let rate = (flags.kube_api_qps > 0.0).then_some((flags.kube_api_qps, flags.kube_api_burst));
+    let config = client::config(flags.kubeconfig.as_deref()).await?;
+    let (connection, lease_client) = client::connect(config, fence, Timeouts::default(), rate)?;
     let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
@@ -122,6 +124,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         instance: Some(identity.clone()),
         sticky: Duration::from_secs(flags.sticky_address_seconds),
         clock: connection.clock.clone(),
+        sync_period: flags.sync_period,
     };
 
     if !flags.leader_elect {
@@ -130,7 +133,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         return finish_term(term, &shutdown).await;
     }
 
-    let campaign = leader::campaign(client.clone(), lease_settings(&flags, identity), connection.fence, health.clone());
+    let campaign = leader::campaign(lease_client, lease_settings(&flags, identity), connection.fence, health.clone());
     let mut leading = campaign.leading.clone();
     let result = lead(&mut leading, client, served, settings, health, metrics, shutdown).await;
     campaign.resign(Duration::from_secs(2)).await;
