@@ -67,7 +67,8 @@ pub fn campaign(client: Client, settings: LeaseSettings, fence: Fence, health: H
     let stop = CancellationToken::new();
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = %settings.identity, "competing for leadership");
-    let elector = Elector { api, settings, fence, health, tx, observer: Observer::default(), cached: None };
+    let elector =
+        Elector { api, settings, fence, health, tx, observer: Observer::default(), cached: None, failing: false };
     let task = tokio::spawn(elector.run(stop.clone()));
     Campaign { leading, stop, task }
 }
@@ -81,6 +82,8 @@ struct Elector {
     observer: Observer,
     /// The Lease as this replica last wrote it, while it leads: renewals need no read.
     cached: Option<Lease>,
+    /// Whether the last attempt failed (a streak of failures is logged once).
+    failing: bool,
 }
 
 /// How one attempt to take or renew the lease ended.
@@ -105,6 +108,9 @@ impl Elector {
                 attempt = tokio::time::timeout(budget, self.attempt()) => attempt,
             };
             self.health.beat_lease();
+            if matches!(attempt, Ok(Ok(_))) {
+                self.failing = false;
+            }
             match attempt {
                 Ok(Ok(Attempt::Leading)) => {
                     let until = sent + self.settings.renew_deadline;
@@ -125,18 +131,8 @@ impl Elector {
                         deadline = None;
                     }
                 }
-                Ok(Err(error)) => {
-                    self.cached = None;
-                    if self.leads() {
-                        warn!(lease = %self.settings.name, %error, "could not renew the leader lease; retrying until the renew deadline");
-                    } else {
-                        debug!(lease = %self.settings.name, %error, "could not read the leader lease; retrying");
-                    }
-                }
-                Err(_) => {
-                    self.cached = None;
-                    debug!(lease = %self.settings.name, ?budget, "the lease call did not finish in time");
-                }
+                Ok(Err(error)) => self.failed(&error.to_string()),
+                Err(_) => self.failed(&format!("no answer within {budget:?}")),
             }
             let wake = Instant::now() + self.settings.retry_period;
             let expiry = deadline.unwrap_or(wake + self.settings.duration);
@@ -156,6 +152,19 @@ impl Elector {
             self.tx.send_replace(false);
             self.release().await;
         }
+    }
+
+    /// An attempt failed: a leader says so once per streak of failures (WARN), the rest is
+    /// debug.
+    fn failed(&mut self, error: &str) {
+        self.cached = None;
+        let lease = format!("{}/{}", self.settings.namespace, self.settings.name);
+        if self.leads() && !self.failing {
+            warn!(%lease, %error, "could not renew the leader lease; retrying until the renew deadline");
+        } else {
+            debug!(%lease, %error, "leader lease call failed; retrying");
+        }
+        self.failing = true;
     }
 
     fn step_down(&mut self, why: &str) {
