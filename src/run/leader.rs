@@ -5,10 +5,16 @@
 //!   its record has stayed unchanged for a whole lease duration on the standby's own clock.
 //! - The leader renews every retry period. Each successful renewal opens the write fence until
 //!   the renew deadline, counted from when that renewal was *sent*. If no renewal succeeds by
-//!   then (API server down, partition, the process paused), the fence closes and the term ends,
-//!   whether or not the API server can be reached: the leader has stopped writing before any
-//!   standby can have seen the record unchanged for a lease duration, since that count starts
-//!   no earlier than the renewal was sent and the lease duration is longer than the deadline.
+//!   then (API server down or slow, partition, the process paused), the fence closes and the
+//!   term is suspended, whether or not the API server can be reached: the leader has stopped
+//!   writing before any standby can have seen the record unchanged for a lease duration, since
+//!   that count starts no earlier than the renewal was sent and the lease duration is longer
+//!   than the deadline.
+//! - A suspended term resumes only if the Lease still names this replica when a renewal next
+//!   succeeds: nobody else can have held it meanwhile (only this replica writes its own name),
+//!   so the index, kept current by the watches, is still the whole truth. If another replica
+//!   holds it, or took it and gave it up, the term ends: its reconciles are cancelled and its
+//!   index dropped; a later term starts afresh.
 //! - Every call is bounded by the time left before the deadline, so a hung connection cannot
 //!   keep a term alive.
 //! - Takes and renewals are conditional on the Lease's `resourceVersion`: of two replicas that
@@ -42,9 +48,19 @@ pub struct LeaseSettings {
     pub retry_period: Duration,
 }
 
-/// The competition for the lease: whether this replica leads, and the task that keeps it.
+/// Where this replica stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    Standby,
+    /// Leading term N: writes pass the fence.
+    Leading(u64),
+    /// Term N missed its renew deadline: writes are refused until the Lease is renewed.
+    Suspended(u64),
+}
+
+/// The competition for the lease: where this replica stands, and the task that keeps it.
 pub struct Campaign {
-    pub leading: watch::Receiver<bool>,
+    pub leading: watch::Receiver<Leadership>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -63,12 +79,21 @@ impl Campaign {
 /// Starts competing for the lease. Writes through `fence` are allowed only while this replica
 /// leads.
 pub fn campaign(client: Client, settings: LeaseSettings, fence: Fence, health: Health) -> Campaign {
-    let (tx, leading) = watch::channel(false);
+    let (tx, leading) = watch::channel(Leadership::Standby);
     let stop = CancellationToken::new();
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = %settings.identity, "competing for leadership");
-    let elector =
-        Elector { api, settings, fence, health, tx, observer: Observer::default(), cached: None, failing: false };
+    let elector = Elector {
+        api,
+        settings,
+        fence,
+        health,
+        tx,
+        observer: Observer::default(),
+        cached: None,
+        failing: false,
+        terms: 0,
+    };
     let task = tokio::spawn(elector.run(stop.clone()));
     Campaign { leading, stop, task }
 }
@@ -78,7 +103,9 @@ struct Elector {
     settings: LeaseSettings,
     fence: Fence,
     health: Health,
-    tx: watch::Sender<bool>,
+    tx: watch::Sender<Leadership>,
+    /// The number of the last term this replica started.
+    terms: u64,
     observer: Observer,
     /// The Lease as this replica last wrote it, while it leads: renewals need no read.
     cached: Option<Lease>,
@@ -88,13 +115,21 @@ struct Elector {
 
 /// How one attempt to take or renew the lease ended.
 enum Attempt {
-    Leading,
+    /// The Lease is this replica's; `renewed`: it already named this replica before.
+    Leading {
+        renewed: bool,
+    },
     Standing(Verdict),
 }
 
 impl Elector {
-    fn leads(&self) -> bool {
+    fn state(&self) -> Leadership {
         *self.tx.borrow()
+    }
+
+    /// Whether this replica holds, or held until its deadline, the lease.
+    fn leads(&self) -> bool {
+        self.state() != Leadership::Standby
     }
 
     async fn run(mut self, stop: CancellationToken) {
@@ -112,13 +147,21 @@ impl Elector {
                 self.failing = false;
             }
             match attempt {
-                Ok(Ok(Attempt::Leading)) => {
+                Ok(Ok(Attempt::Leading { renewed })) => {
                     let until = sent + self.settings.renew_deadline;
                     self.fence.open_until(until);
                     deadline = Some(until);
-                    if !self.leads() {
-                        info!(identity = %self.settings.identity, "acquired the leader lease");
-                        self.tx.send_replace(true);
+                    match self.state() {
+                        Leadership::Leading(_) => {}
+                        Leadership::Suspended(term) if renewed => {
+                            info!(lease = %self.settings.name, "renewed the leader lease again: writes resume");
+                            self.tx.send_replace(Leadership::Leading(term));
+                        }
+                        _ => {
+                            self.terms += 1;
+                            info!(identity = %self.settings.identity, "acquired the leader lease");
+                            self.tx.send_replace(Leadership::Leading(self.terms));
+                        }
                     }
                 }
                 Ok(Ok(Attempt::Standing(verdict))) => {
@@ -142,14 +185,14 @@ impl Elector {
                 _ = tokio::time::sleep_until(expiry.into()), if deadline.is_some() => {}
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                self.step_down("no renewal succeeded before the renew deadline");
+                self.suspend();
                 deadline = None;
             }
         }
         if self.leads() {
             // The term has ended: close the fence before anyone else can take the lease.
             self.fence.close();
-            self.tx.send_replace(false);
+            self.tx.send_replace(Leadership::Standby);
             self.release().await;
         }
     }
@@ -167,12 +210,30 @@ impl Elector {
         self.failing = true;
     }
 
+    /// The renew deadline passed: the fence has closed by itself; the term waits.
+    fn suspend(&mut self) {
+        self.fence.close();
+        self.cached = None;
+        if let Leadership::Leading(term) = self.state() {
+            self.tx.send_replace(Leadership::Suspended(term));
+            warn!(
+                lease = %self.settings.name,
+                "lost the leadership: no renewal succeeded before the renew deadline; every write is refused until the lease is renewed"
+            );
+        }
+    }
+
+    /// Another replica holds the lease: the term ends.
     fn step_down(&mut self, why: &str) {
         self.fence.close();
         self.cached = None;
         self.observer.forget();
-        self.tx.send_replace(false);
-        warn!(lease = %self.settings.name, reason = why, "lost the leadership: stopped allocating");
+        let was = self.tx.send_replace(Leadership::Standby);
+        if matches!(was, Leadership::Leading(_)) {
+            warn!(lease = %self.settings.name, reason = why, "lost the leadership: stopped allocating");
+        } else {
+            info!(lease = %self.settings.name, reason = why, "the suspended term ends: another replica holds the lease");
+        }
     }
 
     /// Reads the lease (unless this replica leads and has it cached), and takes or renews it
@@ -180,7 +241,7 @@ impl Elector {
     async fn attempt(&mut self) -> kube::Result<Attempt> {
         let me = self.settings.identity.clone();
         let current = match self.cached.take() {
-            Some(lease) if self.leads() => lease,
+            Some(lease) if matches!(self.state(), Leadership::Leading(_)) => lease,
             _ => match self.api.get_opt(&self.settings.name).await? {
                 Some(lease) => lease,
                 None => return self.create(&me).await,
@@ -189,6 +250,7 @@ impl Elector {
         let spec = current.spec.clone().unwrap_or_default();
         self.observer.observe(&spec, Instant::now());
         let verdict = self.observer.verdict(&me, Instant::now());
+        let renewed = verdict == Verdict::Ours;
         if !verdict.may_take() {
             return Ok(Attempt::Standing(verdict));
         }
@@ -201,7 +263,7 @@ impl Elector {
             Ok(written) => {
                 self.observer.observe(&written.spec.clone().unwrap_or_default(), Instant::now());
                 self.cached = Some(written);
-                Ok(Attempt::Leading)
+                Ok(Attempt::Leading { renewed })
             }
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 debug!(lease = %self.settings.name, "another replica wrote the lease first");
@@ -223,7 +285,7 @@ impl Elector {
             Ok(written) => {
                 self.observer.observe(&written.spec.clone().unwrap_or_default(), Instant::now());
                 self.cached = Some(written);
-                Ok(Attempt::Leading)
+                Ok(Attempt::Leading { renewed: false })
             }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Standing(Verdict::HeldBy {
                 holder: "another replica".into(),

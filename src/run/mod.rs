@@ -23,6 +23,7 @@ use crate::controller::discovery;
 use crate::controller::run::{self as controllers, Settings};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
+use leader::Leadership;
 
 pub use logging::init as init_logging;
 
@@ -160,9 +161,10 @@ async fn finish_term(
     }
 }
 
-/// Stands by, and runs the controllers for each leadership term, until shutdown.
+/// Stands by, and runs the controllers for each leadership term, until shutdown. A suspended
+/// term (its writes refused) keeps running; it ends when another replica holds the lease.
 async fn lead(
-    leading: &mut tokio::sync::watch::Receiver<bool>,
+    leading: &mut tokio::sync::watch::Receiver<Leadership>,
     client: Client,
     served: discovery::Served,
     settings: Settings,
@@ -173,14 +175,19 @@ async fn lead(
     loop {
         // Standing by is a healthy, ready state.
         health.set_ready(true);
-        tokio::select! {
+        let term = tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
-            changed = leading.wait_for(|l| *l) => { changed.context("the leader election stopped")?; }
-        }
-        info!("became the leader: building the index, then serving claims");
+            state = leading.wait_for(|l| matches!(l, Leadership::Leading(_))) => {
+                match *state.context("the leader election stopped")? {
+                    Leadership::Leading(term) => term,
+                    _ => continue,
+                }
+            }
+        };
+        info!(term, "became the leader: building the index, then serving claims");
         health.set_ready(false);
         metrics.leader.set(1);
-        let term = controllers::run(
+        let run = controllers::run(
             client.clone(),
             served,
             settings.clone(),
@@ -188,15 +195,28 @@ async fn lead(
             metrics.clone(),
             shutdown.clone().cancelled_owned(),
         );
-        tokio::select! {
-            result = finish_term(term, &shutdown) => return result,
-            _ = leading.wait_for(|l| !*l) => {
-                // Dropping the term cancels every reconcile in flight; the fence already
-                // refuses their writes.
-                metrics.stand_by();
-                health.forget_watches();
-                warn!("standing by: the leadership term ended, its index is dropped");
+        let mut run = std::pin::pin!(finish_term(run, &shutdown));
+        loop {
+            tokio::select! {
+                result = &mut run => return result,
+                changed = leading.changed() => {
+                    changed.context("the leader election stopped")?;
+                    match *leading.borrow_and_update() {
+                        Leadership::Leading(t) if t == term => {
+                            metrics.leader.set(1);
+                        }
+                        Leadership::Suspended(t) if t == term => {
+                            metrics.leader.set(0);
+                        }
+                        _ => break,
+                    }
+                }
             }
         }
+        // Dropping the term cancels every reconcile in flight; the fence already refuses
+        // their writes.
+        metrics.stand_by();
+        health.forget_watches();
+        warn!(term, "standing by: the leadership term ended, its index is dropped");
     }
 }

@@ -147,14 +147,17 @@ async fn a_leader_whose_lease_is_taken_stops_allocating_and_stops_reporting_pool
         leases.patch(lease, &PatchParams::default(), &Patch::Merge(&intruder)).await.unwrap();
     };
     take().await;
-    s.eventually("the replica notices at its next renewal", PROMPTLY, || async {
+    // A renewal that misses its deadline under load suspends the term (gauge 0, pools still
+    // reported); the intruder's record ends it.
+    s.eventually("the replica notices at its next renewal and ends its term", PROMPTLY, || async {
         leader_gauge(&provider) == Some(0.0)
+            && provider.metrics_text().is_some_and(|m| !m.contains("ferro_ipam_pool_addresses{"))
     })
     .await
     .unwrap();
-    // Its last renewal, sent before it read the Lease again, rewrote renewTime and the duration
-    // (kube-lease-manager renews without a precondition): the intruder renews too.
-    take().await;
+    // Renewals are conditional on the Lease's resourceVersion: the intruder's record stands.
+    let holder_now = holder(&s, lease).await;
+    assert_eq!(holder_now.as_deref(), Some("intruder"), "a renewal overwrote the new holder");
     let metrics = provider.metrics_text().unwrap();
     assert!(!metrics.contains("ferro_ipam_pool_addresses{"), "a replica standing by reports no pool:\n{metrics}");
     assert!(provider.log_tail(200).contains("lost the leadership"));
