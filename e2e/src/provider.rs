@@ -33,6 +33,16 @@ impl Provider {
 
     /// Starts the provider with another kubeconfig (another identity), without waiting.
     pub fn launch(plane: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) -> Result<Provider> {
+        Provider::launch_with_env(plane, kubeconfig, args, &[])
+    }
+
+    /// Like [`Provider::launch`], with more environment variables (e.g. [`crate::clock::ahead`]).
+    pub fn launch_with_env(
+        plane: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Provider> {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::SeqCst);
         let metrics = format!("127.0.0.1:{}", free_port());
@@ -50,7 +60,8 @@ impl Provider {
                 "info,ferro_ipam=debug",
             ])
             .args(args)
-            .env("HOSTNAME", format!("e2e-provider-{n}"));
+            .env("HOSTNAME", format!("e2e-provider-{n}"))
+            .envs(env.iter().map(|(k, v)| (k, v)));
         let process = Process::start("ferro-ipam", command, plane.dir.join(format!("ferro-ipam-{n}.log")))?;
         Ok(Provider { process, metrics, health })
     }
