@@ -163,17 +163,25 @@ pub fn check_windows(logs: &[ReplicaLog]) -> Result<()> {
     Ok(())
 }
 
-/// The first allocation logged at or after `since`, by any replica: (replica, allocation, when
-/// its term began).
-pub fn first_allocation_since(logs: &[ReplicaLog], since: Timestamp) -> Option<(&str, &Allocation, Option<Timestamp>)> {
-    logs.iter()
-        .flat_map(|log| {
-            log.terms
-                .iter()
-                .flat_map(move |term| term.allocations.iter().map(move |a| (log.replica.as_str(), a, term.began)))
-        })
-        .filter(|(_, a, _)| a.at >= since)
-        .min_by_key(|(_, a, _)| a.at)
+/// An allocation, who made it, and when that replica's term began.
+pub type Attributed<'a> = (&'a str, &'a Allocation, Option<Timestamp>);
+
+fn attributed(logs: &[ReplicaLog]) -> impl Iterator<Item = Attributed<'_>> {
+    logs.iter().flat_map(|log| {
+        log.terms
+            .iter()
+            .flat_map(move |term| term.allocations.iter().map(move |a| (log.replica.as_str(), a, term.began)))
+    })
+}
+
+/// The first allocation logged at or after `since`, by any replica.
+pub fn first_allocation_since(logs: &[ReplicaLog], since: Timestamp) -> Option<Attributed<'_>> {
+    attributed(logs).filter(|(_, a, _)| a.at >= since).min_by_key(|(_, a, _)| a.at)
+}
+
+/// The first allocation of a term that began at or after `since`: the first of a new leader.
+pub fn first_allocation_of_a_term_since(logs: &[ReplicaLog], since: Timestamp) -> Option<Attributed<'_>> {
+    attributed(logs).filter(|(_, _, began)| began.is_some_and(|b| b >= since)).min_by_key(|(_, a, _)| a.at)
 }
 
 /// Every window, of every replica, by time.

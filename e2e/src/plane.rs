@@ -277,16 +277,20 @@ fn wait_healthy(etcd: &mut Daemon, address: &str) -> Result<()> {
 
 /// Writes a kubeconfig for `server` with the admin's client certificate.
 fn admin_kubeconfig(file: &Path, server: &str, credentials: &Credentials) -> Result<PathBuf> {
-    let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+    write_kubeconfig(file, server, &credentials.ca_cert, &credentials.admin_cert, &credentials.admin_key)
+}
+
+/// Writes a kubeconfig for `server`, trusting `ca`, with a client certificate and key.
+fn write_kubeconfig(file: &Path, server: &str, ca: &Path, cert: &Path, key: &Path) -> Result<PathBuf> {
     std::fs::write(
         file,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {}\n\
-             users:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\n\
-             contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: admin\ncurrent-context: e2e\n",
-            path(&credentials.ca_cert),
-            path(&credentials.admin_cert),
-            path(&credentials.admin_key)
+             users:\n- name: user\n  user:\n    client-certificate: {}\n    client-key: {}\n\
+             contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: user\ncurrent-context: e2e\n",
+            ca.display(),
+            cert.display(),
+            key.display()
         ),
     )?;
     Ok(file.to_path_buf())

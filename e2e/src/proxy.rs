@@ -7,6 +7,9 @@
 //! - [`Proxy::heal`]: forwarding again, for connections opened from now on. The connections held
 //!   through the blackhole are reset, their held bytes dropped (never delivered late), as
 //!   connections that timed out during the partition would be.
+//! - [`Proxy::refuse`]: resets every connection, open or new, at once, as a host that rejects
+//!   (or a server that is down) would: the client sees errors at once, not silence. Until
+//!   [`Proxy::heal`].
 //! - [`Proxy::cut`]: resets every open connection at once; new ones forward (or are held, while
 //!   blackholed).
 //!
@@ -21,10 +24,18 @@ use anyhow::Result;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+/// What the proxy does with bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Forwarding,
+    Blackholed,
+    Refusing,
+}
+
 /// What every connection must do now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Mode {
-    forwarding: bool,
+    link: Link,
     /// Connections accepted under an older generation are reset.
     generation: u64,
 }
@@ -49,7 +60,7 @@ impl Proxy {
             .thread_name("e2e-proxy")
             .enable_all()
             .build()?;
-        let (mode, watching) = watch::channel(Mode { forwarding: true, generation: 0 });
+        let (mode, watching) = watch::channel(Mode { link: Link::Forwarding, generation: 0 });
         let accepted = Arc::new(AtomicUsize::new(0));
         let counter = accepted.clone();
         runtime.spawn(async move {
@@ -76,13 +87,21 @@ impl Proxy {
 
     /// Stops forwarding on every connection, open or new: silence, no error.
     pub fn blackhole(&self) {
-        self.mode.send_modify(|m| m.forwarding = false);
+        self.mode.send_modify(|m| m.link = Link::Blackholed);
+    }
+
+    /// Resets every connection, open or new: errors at once.
+    pub fn refuse(&self) {
+        self.mode.send_modify(|m| {
+            m.link = Link::Refusing;
+            m.generation += 1;
+        });
     }
 
     /// Forwards again; the connections held until now are reset.
     pub fn heal(&self) {
         self.mode.send_modify(|m| {
-            m.forwarding = true;
+            m.link = Link::Forwarding;
             m.generation += 1;
         });
     }
@@ -138,10 +157,11 @@ async fn connect_when_forwarding(
         if now.generation != generation {
             return None;
         }
-        if now.forwarding {
-            return TcpStream::connect(upstream).await.ok();
+        match now.link {
+            Link::Forwarding => return TcpStream::connect(upstream).await.ok(),
+            Link::Refusing => return None,
+            Link::Blackholed => mode.changed().await.ok()?,
         }
-        mode.changed().await.ok()?;
     }
 }
 
@@ -157,7 +177,7 @@ async fn forward(client: &TcpStream, server: &TcpStream, mode: &mut watch::Recei
         if now.generation != generation {
             return End::Reset;
         }
-        let forwarding = now.forwarding;
+        let forwarding = now.link == Link::Forwarding;
         tokio::select! {
             changed = mode.changed() => if changed.is_err() { return End::Reset },
             read = read_some(client, &mut up), if forwarding && upstream_open => match read {
@@ -290,6 +310,24 @@ mod tests {
         let mut fresh = connect(&proxy);
         assert_eq!(round_trip(&mut fresh, "again").unwrap(), "again");
         assert_eq!(proxy.accepted(), 3);
+    }
+
+    #[test]
+    fn refusing_resets_open_and_new_connections_until_healed() {
+        let proxy = Proxy::start(echo()).unwrap();
+        let mut open = connect(&proxy);
+        assert_eq!(round_trip(&mut open, "one").unwrap(), "one");
+        proxy.refuse();
+        assert!(round_trip(&mut open, "two").is_err(), "an open connection is reset");
+        let mut refused = connect(&proxy);
+        let error = round_trip(&mut refused, "three").unwrap_err();
+        assert!(
+            !matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            "not silence: {error}"
+        );
+        proxy.heal();
+        let mut next = connect(&proxy);
+        assert_eq!(round_trip(&mut next, "four").unwrap(), "four");
     }
 
     #[test]

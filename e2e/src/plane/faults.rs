@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use super::{ControlPlane, admin_kubeconfig, locked, wait_healthy};
+use super::{ControlPlane, admin_kubeconfig, locked, wait_healthy, write_kubeconfig};
 use crate::process::http_post_json;
 
 /// etcd's JSON gateway answers int64 fields as strings.
@@ -110,5 +110,13 @@ impl ControlPlane {
     /// `https://127.0.0.1:port` (the serving certificate covers 127.0.0.1, so TLS still verifies).
     pub fn kubeconfig_for(&self, name: &str, server: &str) -> Result<PathBuf> {
         admin_kubeconfig(&self.dir.join(format!("{name}.kubeconfig")), server, &self.credentials)
+    }
+
+    /// A kubeconfig for this plane's API server as `user` (in `groups`), with a client
+    /// certificate of its own: what that user may do is what RBAC grants it.
+    pub fn kubeconfig_as(&self, user: &str, groups: &[&str]) -> Result<PathBuf> {
+        let (cert, key) = crate::certs::client_certificate(&self.dir, &self.credentials.ca, user, groups, user)?;
+        let file = self.dir.join(format!("{user}.kubeconfig"));
+        write_kubeconfig(&file, &self.server, &self.credentials.ca_cert, &cert, &key)
     }
 }
