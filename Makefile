@@ -37,6 +37,17 @@ prometheus: ## Install prometheus and promtool with apt-get when they are missin
 	  $$install >/dev/null || { $$sudo apt-get update >/dev/null && $$install >/dev/null; }; \
 	fi
 
+# The fault suite runs a replica under a skewed clock with Debian's faketime (libfaketime).
+.PHONY: faketime
+faketime: ## Install faketime (libfaketime) with apt-get when it is missing
+	@if ! command -v faketime >/dev/null; then \
+	  command -v apt-get >/dev/null || { echo "faketime not found and no apt-get: install libfaketime"; exit 1; }; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  install="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends faketime"; \
+	  echo "==> installing Debian's faketime package"; \
+	  $$install >/dev/null || { $$sudo apt-get update >/dev/null && $$install >/dev/null; }; \
+	fi
+
 .PHONY: build
 build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo use it)
 	$(call timed,cargo build,$(CARGO) build --workspace --bins)

@@ -3,12 +3,15 @@
 //! handle drops, and with the test process at the latest.
 
 pub mod certs;
+pub mod clock;
 pub mod invariants;
+pub mod leadership;
 pub mod objects;
 pub mod peer;
 pub mod plane;
 pub mod process;
 pub mod provider;
+pub mod proxy;
 
 pub use peer::Peer;
 pub use plane::{ControlPlane, Tools};

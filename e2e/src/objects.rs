@@ -42,7 +42,11 @@ fn unique(hint: &str) -> String {
 impl Scope {
     /// A fresh namespace on the shared control plane.
     pub async fn new(hint: &str) -> Scope {
-        let plane = ControlPlane::shared();
+        Scope::on(ControlPlane::shared(), hint).await
+    }
+
+    /// A fresh namespace on `plane` (a plane of the test's own, see [`ControlPlane::leak`]).
+    pub async fn on(plane: &'static ControlPlane, hint: &str) -> Scope {
         let client = plane.client().await;
         let ns = unique(hint);
         Api::<Namespace>::all(client.clone())

@@ -3,12 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+mod faults;
 
 use crate::certs::{self, Credentials};
 use crate::process::{Process, free_port, http_status, wait_until};
@@ -53,6 +55,39 @@ impl Tools {
     }
 }
 
+/// A process of the control plane, and how to start it again with the same flags (the same
+/// port, the same data directory), as after a crash or an upgrade. Its log keeps every run.
+struct Daemon {
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    process: Option<Process>,
+}
+
+impl Daemon {
+    fn start(name: &'static str, program: PathBuf, args: Vec<String>, log: PathBuf) -> Result<Daemon> {
+        let mut daemon = Daemon { name, program, args, log, process: None };
+        daemon.restart()?;
+        Ok(daemon)
+    }
+
+    fn restart(&mut self) -> Result<()> {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        self.process = Some(Process::start(self.name, command, self.log.clone())?);
+        Ok(())
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.process.as_mut().is_some_and(Process::is_running)
+    }
+
+    fn tail(&self, lines: usize) -> String {
+        crate::process::tail(&self.log, lines)
+    }
+}
+
 /// A running etcd + kube-apiserver.
 pub struct ControlPlane {
     pub dir: PathBuf,
@@ -61,8 +96,14 @@ pub struct ControlPlane {
     pub tools: Tools,
     pub credentials: Credentials,
     _temp: tempfile::TempDir,
-    etcd: Process,
-    apiserver: Process,
+    /// etcd's client address (`127.0.0.1:port`).
+    etcd_address: String,
+    etcd: Mutex<Daemon>,
+    apiserver: Mutex<Daemon>,
+}
+
+fn locked(daemon: &Mutex<Daemon>) -> std::sync::MutexGuard<'_, Daemon> {
+    daemon.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl ControlPlane {
@@ -90,8 +131,7 @@ impl ControlPlane {
 
         let etcd_port = free_port();
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let mut etcd = Command::new(tools.bin("etcd"));
-        etcd.args([
+        let etcd_args = [
             "--data-dir",
             &dir.join("etcd").to_string_lossy(),
             "--listen-client-urls",
@@ -102,21 +142,16 @@ impl ControlPlane {
             "http://127.0.0.1:0",
             "--unsafe-no-fsync=true",
             "--quota-backend-bytes=8589934592",
-        ]);
-        let mut etcd = Process::start("etcd", etcd, dir.join("etcd.log"))?;
+        ]
+        .map(str::to_owned);
+        let mut etcd = Daemon::start("etcd", tools.bin("etcd"), etcd_args.into(), dir.join("etcd.log"))?;
         let etcd_address = format!("127.0.0.1:{etcd_port}");
-        if !wait_until(Duration::from_secs(30), || http_status(&etcd_address, "/health") == Some(200)) {
-            bail!("etcd did not become healthy:\n{}", etcd.tail(20));
-        }
-        if !etcd.is_running() {
-            bail!("etcd exited:\n{}", etcd.tail(20));
-        }
+        wait_healthy(&mut etcd, &etcd_address)?;
 
         let api_port = free_port();
         let server = format!("https://127.0.0.1:{api_port}");
         let path = |p: &PathBuf| p.to_string_lossy().into_owned();
-        let mut apiserver = Command::new(tools.bin("kube-apiserver"));
-        apiserver.args([
+        let mut apiserver_flags = vec![
             format!("--etcd-servers={etcd_url}"),
             "--bind-address=127.0.0.1".to_owned(),
             // 1.37 refuses a loopback advertise address unless the endpoint reconciler is off.
@@ -136,30 +171,28 @@ impl ControlPlane {
             format!("--cert-dir={}", dir.join("apiserver-certs").to_string_lossy()),
             "--max-requests-inflight=2000".to_owned(),
             "--max-mutating-requests-inflight=1000".to_owned(),
-        ]);
-        apiserver.args(apiserver_args);
-        let apiserver = Process::start("kube-apiserver", apiserver, dir.join("kube-apiserver.log"))?;
-
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {}\n\
-                 users:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\n\
-                 contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: admin\ncurrent-context: e2e\n",
-                path(&credentials.ca_cert),
-                path(&credentials.admin_cert),
-                path(&credentials.admin_key)
-            ),
+        ];
+        apiserver_flags.extend_from_slice(apiserver_args);
+        let apiserver = Daemon::start(
+            "kube-apiserver",
+            tools.bin("kube-apiserver"),
+            apiserver_flags,
+            dir.join("kube-apiserver.log"),
         )?;
 
-        let mut plane = ControlPlane { dir, kubeconfig, server, tools, credentials, _temp: temp, etcd, apiserver };
-        let ready = wait_until(Duration::from_secs(90), || {
-            plane.kubectl(&["get", "--raw", "/readyz"]).map(|o| o.status.success()).unwrap_or(false)
-        });
-        if !ready || !plane.apiserver.is_running() {
-            bail!("kube-apiserver did not become ready:\n{}", plane.apiserver.tail(30));
-        }
+        let kubeconfig = admin_kubeconfig(&dir.join("kubeconfig"), &server, &credentials)?;
+        let plane = ControlPlane {
+            dir,
+            kubeconfig,
+            server,
+            tools,
+            credentials,
+            _temp: temp,
+            etcd_address,
+            etcd: Mutex::new(etcd),
+            apiserver: Mutex::new(apiserver),
+        };
+        plane.wait_apiserver_ready(Duration::from_secs(90))?;
         plane.install_crds()?;
         eprintln!(
             "e2e control plane ready at {} in {:.1}s (logs in {})",
@@ -210,11 +243,55 @@ impl ControlPlane {
 
     /// The API server's log so far (for failure messages).
     pub fn apiserver_log_tail(&self, lines: usize) -> String {
-        self.apiserver.tail(lines)
+        locked(&self.apiserver).tail(lines)
     }
 
     /// etcd's log so far.
     pub fn etcd_log_tail(&self, lines: usize) -> String {
-        self.etcd.tail(lines)
+        locked(&self.etcd).tail(lines)
     }
+
+    /// Waits until kube-apiserver answers `/readyz` with 200.
+    pub fn wait_apiserver_ready(&self, timeout: Duration) -> Result<()> {
+        let ready = wait_until(timeout, || {
+            self.kubectl(&["get", "--raw", "/readyz"]).map(|o| o.status.success()).unwrap_or(false)
+        });
+        let mut apiserver = locked(&self.apiserver);
+        if !ready || !apiserver.is_running() {
+            bail!("kube-apiserver did not become ready:\n{}", apiserver.tail(30));
+        }
+        Ok(())
+    }
+}
+
+/// Waits until etcd answers `/health` with 200.
+fn wait_healthy(etcd: &mut Daemon, address: &str) -> Result<()> {
+    if !wait_until(Duration::from_secs(30), || http_status(address, "/health") == Some(200)) {
+        bail!("etcd did not become healthy:\n{}", etcd.tail(20));
+    }
+    if !etcd.is_running() {
+        bail!("etcd exited:\n{}", etcd.tail(20));
+    }
+    Ok(())
+}
+
+/// Writes a kubeconfig for `server` with the admin's client certificate.
+fn admin_kubeconfig(file: &Path, server: &str, credentials: &Credentials) -> Result<PathBuf> {
+    write_kubeconfig(file, server, &credentials.ca_cert, &credentials.admin_cert, &credentials.admin_key)
+}
+
+/// Writes a kubeconfig for `server`, trusting `ca`, with a client certificate and key.
+fn write_kubeconfig(file: &Path, server: &str, ca: &Path, cert: &Path, key: &Path) -> Result<PathBuf> {
+    std::fs::write(
+        file,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {}\n\
+             users:\n- name: user\n  user:\n    client-certificate: {}\n    client-key: {}\n\
+             contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: user\ncurrent-context: e2e\n",
+            ca.display(),
+            cert.display(),
+            key.display()
+        ),
+    )?;
+    Ok(file.to_path_buf())
 }

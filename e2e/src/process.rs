@@ -41,9 +41,10 @@ pub struct Process {
 }
 
 impl Process {
-    /// Starts `command`, its stdout and stderr going to `log`.
+    /// Starts `command`, its stdout and stderr going to `log` (appended to, so that a process
+    /// started again keeps one log).
     pub fn start(name: &str, mut command: Command, log: PathBuf) -> io::Result<Process> {
-        let out = File::create(&log)?;
+        let out = File::options().create(true).append(true).open(&log)?;
         command.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
         unsafe {
@@ -104,10 +105,15 @@ impl Process {
 
     /// The last lines of the log, for failure messages.
     pub fn tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        tail(&self.log, lines)
     }
+}
+
+/// The last lines of a log file.
+pub fn tail(log: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 impl Drop for Process {
@@ -133,6 +139,23 @@ pub fn http_status(address: &str, path: &str) -> Option<u16> {
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     response.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A plain HTTP POST of a JSON body on loopback; returns the status code and the body.
+pub fn http_post_json(address: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    Some((head.split_whitespace().nth(1)?.parse().ok()?, body.to_owned()))
 }
 
 /// A plain HTTP GET on loopback; returns the body when the status is 200.

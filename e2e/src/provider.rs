@@ -33,6 +33,16 @@ impl Provider {
 
     /// Starts the provider with another kubeconfig (another identity), without waiting.
     pub fn launch(plane: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) -> Result<Provider> {
+        Provider::launch_with_env(plane, kubeconfig, args, &[])
+    }
+
+    /// Like [`Provider::launch`], with more environment variables (e.g. [`crate::clock::ahead`]).
+    pub fn launch_with_env(
+        plane: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Provider> {
         let metrics = format!("127.0.0.1:{}", free_port());
         let health = format!("127.0.0.1:{}", free_port());
         let mut all: Vec<String> = vec!["--kubeconfig".into(), kubeconfig.to_string_lossy().into_owned()];
@@ -48,16 +58,30 @@ impl Provider {
             .map(str::to_owned),
         );
         all.extend(args.iter().map(|a| a.to_string()));
-        Provider::launch_exactly(plane, &all, health, metrics)
+        Provider::spawn(plane, &all, health, metrics, env)
     }
 
     /// Starts the provider with exactly `args`, the API server's kubeconfig in `$KUBECONFIG`, its
     /// probes expected on `health` and its metrics on `metrics`; without waiting.
     pub fn launch_exactly(plane: &ControlPlane, args: &[String], health: String, metrics: String) -> Result<Provider> {
+        Provider::spawn(plane, args, health, metrics, &[])
+    }
+
+    fn spawn(
+        plane: &ControlPlane,
+        args: &[String],
+        health: String,
+        metrics: String,
+        env: &[(String, String)],
+    ) -> Result<Provider> {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::SeqCst);
         let mut command = Command::new(binary());
-        command.args(args).env("KUBECONFIG", &plane.kubeconfig).env("HOSTNAME", format!("e2e-provider-{n}"));
+        command
+            .args(args)
+            .env("KUBECONFIG", &plane.kubeconfig)
+            .env("HOSTNAME", format!("e2e-provider-{n}"))
+            .envs(env.iter().map(|(k, v)| (k, v)));
         let process = Process::start("ferro-ipam", command, plane.dir.join(format!("ferro-ipam-{n}.log")))?;
         Ok(Provider { process, metrics, health })
     }
