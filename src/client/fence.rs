@@ -20,6 +20,8 @@ struct Inner {
     base: Instant,
     /// Writes are allowed while `now - base` is below this many nanoseconds.
     open_until: AtomicU64,
+    /// Counts the openings, for [`Fence::wait_open`].
+    opened: tokio::sync::watch::Sender<u64>,
 }
 
 /// A write was refused: the lease may no longer be ours.
@@ -27,9 +29,17 @@ struct Inner {
 #[error("write refused: this replica's leader lease is past its renew deadline")]
 pub struct Fenced;
 
+/// The fence of a process without leader election: always open.
+impl Default for Fence {
+    fn default() -> Self {
+        Fence::always_open()
+    }
+}
+
 impl Fence {
     fn with(open_until: u64) -> Fence {
-        Fence { inner: Arc::new(Inner { base: Instant::now(), open_until: AtomicU64::new(open_until) }) }
+        let (opened, _) = tokio::sync::watch::channel(0);
+        Fence { inner: Arc::new(Inner { base: Instant::now(), open_until: AtomicU64::new(open_until), opened }) }
     }
 
     /// A fence that never closes: the process runs without leader election.
@@ -49,6 +59,19 @@ impl Fence {
     /// Allows writes until `until`.
     pub fn open_until(&self, until: Instant) {
         self.inner.open_until.store(self.offset(until), Ordering::SeqCst);
+        self.inner.opened.send_modify(|n| *n += 1);
+    }
+
+    /// Waits until writes are allowed. A reconcile of a suspended term waits here rather than
+    /// fail its writes; when the term ends instead, the reconcile is dropped with it.
+    pub async fn wait_open(&self) {
+        let mut opened = self.inner.opened.subscribe();
+        while !self.is_open() {
+            // The sender lives as long as `self`.
+            if opened.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Refuses writes from now on.
@@ -99,6 +122,20 @@ mod tests {
         assert!(writer.is_open());
         fence.close();
         assert!(!writer.is_open());
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_the_fence_ends_when_it_opens() {
+        let fence = Fence::closed();
+        let waiting = tokio::spawn({
+            let fence = fence.clone();
+            async move { fence.wait_open().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        fence.open_until(Instant::now() + Duration::from_secs(60));
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        Fence::always_open().wait_open().await;
     }
 
     #[test]

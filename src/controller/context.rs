@@ -34,6 +34,8 @@ pub struct Context {
     pub pool_writes: super::pool::WriteThrottle,
     /// The namespace this instance is confined to (`--namespace`), if any.
     pub only_namespace: Option<String>,
+    /// Whether this replica may write now (its leadership term is not suspended).
+    pub fence: crate::client::Fence,
     /// Where watches report how they fare.
     pub health: crate::health::Health,
     /// The API server's clock: grace periods and condition times are on it.

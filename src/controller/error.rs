@@ -26,6 +26,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube { source, .. } if is_conflict(source) => "conflict",
+            Error::Kube { source, .. } if is_fenced(source) => "fenced",
             Error::Kube { .. } => "api",
             Error::Invalid(_) => "invalid",
         }
@@ -36,6 +37,8 @@ impl Error {
         match self {
             // Someone else wrote the object first: the watch brings the new version at once.
             Error::Kube { source, .. } if is_conflict(source) => Duration::from_millis(200),
+            // The term was suspended mid-reconcile: the next attempt waits for the fence.
+            Error::Kube { source, .. } if is_fenced(source) => Duration::from_millis(200),
             Error::Kube { .. } => Duration::from_secs(5),
             Error::Invalid(_) => Duration::from_secs(300),
         }
@@ -52,6 +55,14 @@ pub fn status_code(error: &kube::Error) -> Option<u16> {
 
 pub fn is_conflict(error: &kube::Error) -> bool {
     status_code(error) == Some(409)
+}
+
+/// Whether the write fence refused the request (the leader's term is suspended).
+pub fn is_fenced(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Service(source) => source.is::<crate::client::Fenced>(),
+        _ => false,
+    }
 }
 
 pub fn is_not_found(error: &kube::Error) -> bool {

@@ -61,6 +61,8 @@ pub struct Settings {
     pub clock: crate::client::ServerClock,
     /// How often every claim and pool is reconciled again without a change (zero: never).
     pub sync_period: Duration,
+    /// The write fence of the client; reconciles wait for it to be open before they start.
+    pub fence: crate::client::Fence,
 }
 
 impl Settings {
@@ -145,6 +147,8 @@ where
         None => object.meta().name.clone().unwrap_or_default(),
     };
     let span = tracing::debug_span!("reconcile", controller, object = %name);
+    // A suspended term's reconciles wait here rather than fail their writes.
+    ctx.fence.wait_open().await;
     let metrics = ctx.metrics.clone();
     metrics.reconciles_in_flight.get_or_create(&labels).inc();
     let started = Instant::now();
@@ -337,6 +341,7 @@ pub async fn run(
         own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
         clock: settings.clock.clone(),
         health: health.clone(),
+        fence: settings.fence.clone(),
     });
 
     // Cluster watch -> the control-plane VIP controller, also woken by changes of its claims.

@@ -154,7 +154,11 @@ impl Elector {
                     match self.state() {
                         Leadership::Leading(_) => {}
                         Leadership::Suspended(term) if renewed => {
-                            info!(lease = %self.settings.name, "renewed the leader lease again: writes resume");
+                            info!(
+                                lease = %self.settings.name,
+                                term,
+                                "became the leader again: the lease still names this replica, so its term resumes with its index"
+                            );
                             self.tx.send_replace(Leadership::Leading(term));
                         }
                         _ => {

@@ -126,6 +126,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         sticky: Duration::from_secs(flags.sticky_address_seconds),
         clock: connection.clock.clone(),
         sync_period: flags.sync_period,
+        fence: connection.fence.clone(),
     };
 
     if !flags.leader_elect {

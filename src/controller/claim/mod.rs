@@ -236,13 +236,15 @@ async fn fulfil(
     let (prefix, gateway) = family_settings(&spec, Family::of(ip)).unwrap_or((side.prefix, side.gateway.clone()));
     let side = address::PoolSide { prefix, gateway, ..side };
     let desired = address::desired(claim, &ctx.claim_resource, &ctx.address_resource, &side, ip, cluster);
+    // When the create left (local clock): the fence allowed it then, whenever the answer comes.
+    let sent = Timestamp::now();
     match ctx.address_api(&holder.namespace).create(&super::create_params(), &desired).await {
         Ok(_) => {
             ctx.metrics.allocations.get_or_create(&PoolLabels::of(pool_key)).inc();
             if let Some(latency) = ctx.served(holder) {
                 ctx.metrics.allocation_latency.observe(latency.as_secs_f64());
             }
-            info!(claim = %holder, %ip, pool = %pool_key, "allocated");
+            info!(claim = %holder, %ip, pool = %pool_key, %sent, "allocated");
             Ok(Fulfilled::Written(ip))
         }
         Err(error) if status_code(&error) == Some(409) => {
