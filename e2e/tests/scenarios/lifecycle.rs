@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use ferro_ipam::api::InClusterIPPool;
-use ferro_ipam_e2e::invariants::{self, HAND_MADE_LABEL};
+use ferro_ipam_e2e::invariants;
 use ferro_ipam_e2e::objects::Scope;
 use kube::ResourceExt;
 use kube::core::ApiResource;
@@ -363,6 +363,5 @@ async fn shrinking_a_pool_counts_addresses_out_of_range_and_never_hands_them_out
     s.wait_reason("e", "PoolExhausted", PROMPTLY).await.unwrap();
     let addresses = s.address_map().await.unwrap();
     assert_eq!(addresses.get("b").map(String::as_str), Some("10.32.0.2"), "kept, not dropped");
-    let _ = HAND_MADE_LABEL;
-    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+    invariants::Check::new(&s.client, &[&s.ns]).out_of_range(&["10.32.0.2", "10.32.0.3"]).run().await.unwrap();
 }
