@@ -177,6 +177,16 @@ fn overlapping_pools_may_report_fewer_free_addresses_by_what_the_other_holds() {
         let found = findings(&world);
         assert_eq!(found.is_empty(), fine, "free {free}: {found:?}");
     }
+    // Per family, what it skipped shows as used.
+    for (used, free, fine) in [("2", "2", true), ("3", "1", true), ("4", "0", false)] {
+        let status = world.pools.get_mut(&namespaced("a")).unwrap().status.as_mut().unwrap();
+        status.families = serde_json::from_value(
+            json!([{"family": "IPv4", "total": "4", "used": used, "free": free, "outOfRange": "0"}]),
+        )
+        .unwrap();
+        let found = findings(&world);
+        assert_eq!(found.pending.iter().any(|f| f.contains("status.families")), !fine, "{used}/{free}: {found:?}");
+    }
 }
 
 #[test]
