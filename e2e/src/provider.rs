@@ -85,7 +85,6 @@ impl Provider {
     /// Whether one line of its log contains every one of `parts`: what the provider says it
     /// decided, for a scenario that must know it has seen something before going on.
     pub fn logged(&self, parts: &[&str]) -> bool {
-        std::fs::read_to_string(&self.process.log)
-            .is_ok_and(|log| log.lines().any(|line| parts.iter().all(|part| line.contains(part))))
+        self.process.logged(parts)
     }
 }
