@@ -12,7 +12,7 @@ mod spaces;
 
 use std::net::IpAddr;
 
-use ferro_ipam::allocator::{AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool};
+use ferro_ipam::allocator::{AllocateError, FamilyPool, FamilySpec, Marked, NotInPool};
 use proptest::prelude::*;
 use ranges_model::{Big, Set};
 use spaces::{CHUNK, Space, offset};
@@ -125,19 +125,12 @@ impl Model {
         }
     }
 
-    fn counts(&self) -> Counts {
+    /// Total, used, used in range, free and out of range, each up to 2^128.
+    fn counts(&self) -> [Big; 5] {
         let total = self.allocatable.size();
         let in_range = self.used.intersect(&self.allocatable).size();
         let out_of_range = self.used.minus(&self.allocatable).size();
-        let (used, free) = (in_range.add(out_of_range), total.sub(in_range));
-        Counts {
-            total: total.saturating(),
-            used: used.saturating(),
-            in_range_used: in_range.saturating(),
-            free: free.saturating(),
-            out_of_range: out_of_range.saturating(),
-            saturated: [total, used, in_range, free, out_of_range].iter().any(Big::exceeds_u128),
-        }
+        [total, in_range.add(out_of_range), in_range, total.sub(in_range), out_of_range]
     }
 
     /// Offsets where something changes: every range end and its neighbours, chunk boundaries,
@@ -158,26 +151,25 @@ impl Model {
     }
 }
 
-fn rendered(space: Space, def: &Def) -> (Vec<String>, Vec<String>, Option<String>) {
-    let render = |entries: &[Entry]| entries.iter().map(|e| e.render(space)).collect();
-    (render(&def.addresses), render(&def.excluded), def.gateway.map(|g| space.ip(g).to_string()))
+/// Hands the allocator's definition of `def` (as the CRD would carry it) to `with`.
+fn with_spec<T>(space: Space, def: &Def, with: impl FnOnce(&FamilySpec) -> T) -> T {
+    let render = |entries: &[Entry]| -> Vec<String> { entries.iter().map(|e| e.render(space)).collect() };
+    let (addresses, excluded) = (render(&def.addresses), render(&def.excluded));
+    let gateway = def.gateway.map(|g| space.ip(g).to_string());
+    let (prefix, allocate_reserved, gateway) = (space.prefix(), def.allocate_reserved, gateway.as_deref());
+    with(&FamilySpec { addresses: &addresses, excluded: &excluded, prefix, gateway, allocate_reserved })
 }
 
 fn build(space: Space, def: &Def) -> FamilyPool {
-    let (addresses, excluded, gateway) = rendered(space, def);
-    let spec = FamilySpec {
-        addresses: &addresses,
-        excluded: &excluded,
-        prefix: space.prefix(),
-        gateway: gateway.as_deref(),
-        allocate_reserved: def.allocate_reserved,
-    };
-    FamilyPool::new(&spec).expect("generated definitions are valid")
+    with_spec(space, def, |spec| FamilyPool::new(spec).expect("generated definitions are valid"))
 }
 
 fn check_agreement(pool: &FamilyPool, model: &Model) -> Result<(), TestCaseError> {
     let space = model.space;
-    prop_assert_eq!(pool.counts(), model.counts());
+    let (counts, expected) = (pool.counts(), model.counts());
+    let read = [counts.total, counts.used, counts.in_range_used, counts.free, counts.out_of_range];
+    prop_assert_eq!(read, expected.map(Big::saturating), "total, used, in range, free, out of range");
+    prop_assert_eq!(counts.saturated, expected.iter().any(Big::exceeds_u128));
     for v in model.probes() {
         let ip = space.ip(v);
         prop_assert_eq!(pool.is_allocated(ip), model.used.contains(v), "is_allocated({})", ip);
@@ -267,15 +259,7 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
             model.used.remove(first, last);
         }
         Op::WithSpec(def) => {
-            let (addresses, excluded, gateway) = rendered(space, &def);
-            let spec = FamilySpec {
-                addresses: &addresses,
-                excluded: &excluded,
-                prefix: space.prefix(),
-                gateway: gateway.as_deref(),
-                allocate_reserved: def.allocate_reserved,
-            };
-            let (edited, outside) = pool.with_spec(&spec).expect("valid edit");
+            let (edited, outside) = with_spec(space, &def, |spec| pool.with_spec(spec)).expect("valid edit");
             *model = Model::new(space, &def, std::mem::take(&mut model.used));
             let listed: Vec<u128> = outside.into_iter().map(|ip| space.offset(ip)).collect();
             let expected = model.used.minus(&model.allocatable).first_values(ferro_ipam::allocator::MAX_LISTED_OUTSIDE);
