@@ -80,8 +80,9 @@ lint: toolchains ## cargo fmt --check and clippy -D warnings
 	$(call timed,clippy,$(CARGO) clippy --workspace --all-targets -- -D warnings)
 
 .PHONY: unit
-unit: toolchains ## Unit, property and CRD tests (no API server)
+unit: toolchains ## Unit, property and CRD tests; the e2e checker's and the benchmark's own tests (no API server)
 	$(call timed,unit and property tests,$(CARGO) test -p ferro-ipam --lib --bins --tests)
+	$(call timed,invariant checker and benchmark tests,$(CARGO) test -p ferro-ipam-e2e --lib --bins)
 
 .PHONY: e2e
 e2e: tools build ## The end-to-end suite against a real kube-apiserver and etcd

@@ -103,6 +103,12 @@ impl Process {
         None
     }
 
+    /// Whether one line of the log contains every one of `parts`.
+    pub fn logged(&self, parts: &[&str]) -> bool {
+        std::fs::read_to_string(&self.log)
+            .is_ok_and(|log| log.lines().any(|line| parts.iter().all(|part| line.contains(part))))
+    }
+
     /// The last lines of the log, for failure messages.
     pub fn tail(&self, lines: usize) -> String {
         tail(&self.log, lines)

@@ -112,4 +112,10 @@ impl Provider {
     pub fn log_tail(&self, lines: usize) -> String {
         self.process.tail(lines)
     }
+
+    /// Whether one line of its log contains every one of `parts`: what the provider says it
+    /// decided, for a scenario that must know it has seen something before going on.
+    pub fn logged(&self, parts: &[&str]) -> bool {
+        self.process.logged(parts)
+    }
 }

@@ -10,12 +10,13 @@ mod crds;
 #[path = "migration/fleet.rs"]
 mod fleet;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use ferro_ipam_e2e::invariants;
 use ferro_ipam_e2e::{ControlPlane, Peer, Provider};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::ListParams;
 
@@ -51,7 +52,7 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
         live == total && addressed == total
     })
     .await;
-    let (held_by_pause, held_by_grace) = start_deletions(&fleet).await.unwrap();
+    let (held_by_pause, held_by_grace) = start_deletions(&fleet, &peer).await.unwrap();
     invariants::check(&client, &fleet.namespaces()).await.expect("the in-cluster provider's pool statuses");
     let before = fleet.snapshot().await.unwrap();
     let counts_before = fleet.pool_counts().await.unwrap();
@@ -70,8 +71,8 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
     let waiting = fleet.groups.iter().find(|g| g.pool == "paused").map_or(0, |g| g.count) - held_by_pause.len();
     settle(&fleet, "ferro-ipam marks every adopted claim Ready", |(l, _, ready)| l == live && ready == live - waiting)
         .await;
-    // Everything is as the in-cluster provider left it (the grace-period claims may already be
-    // gone: that is checked on its own below).
+    // Everything is as the in-cluster provider left it (the grace-period claims are checked on
+    // their own below, against their deletion times).
     let after = fleet.snapshot().await.unwrap();
     let mut settled = before.clone();
     settled.addresses.retain(|key, _| !held_by_grace.contains(key));
@@ -82,8 +83,8 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
         "every IPAddress and claim kept"
     );
     invariants::check(&client, &fleet.namespaces()).await.expect("ferro-ipam's pool statuses");
-    // The same counts as the in-cluster provider's, except in the grace-period pool, whose held
-    // addresses may already be free (on a slow machine the period can end before this point).
+    // The same counts as the in-cluster provider's, except in the grace-period pool, which
+    // grace_period_is_honoured checks against the deletion times.
     let without_grace = |mut counts: std::collections::BTreeMap<String, _>| {
         counts.retain(|pool: &String, _| !pool.ends_with("/grace"));
         counts
@@ -136,8 +137,11 @@ async fn settle(fleet: &Fleet, what: &str, done: impl Fn((usize, usize, usize)) 
 
 /// Under the in-cluster provider: pauses the `paused` pool and deletes 5 of its claims (held by
 /// the pause), and deletes 8 claims of the `grace` pool (held by its grace period). Returns both
-/// sets of (namespace, name).
-async fn start_deletions(fleet: &Fleet) -> Result<(BTreeSet<(String, String)>, BTreeSet<(String, String)>)> {
+/// sets of (namespace, name) once the provider has said, for each, that it holds it.
+async fn start_deletions(
+    fleet: &Fleet,
+    peer: &Peer,
+) -> Result<(BTreeSet<(String, String)>, BTreeSet<(String, String)>)> {
     let a = fleet.a();
     fleet.pause_pool(true).await?;
     let mut paused = BTreeSet::new();
@@ -150,44 +154,69 @@ async fn start_deletions(fleet: &Fleet) -> Result<(BTreeSet<(String, String)>, B
         a.delete_claim(&format!("grace-{n}")).await?;
         grace.insert((a.ns.clone(), format!("grace-{n}")));
     }
-    // The in-cluster provider sees the deletions and holds both sets (nothing observable
-    // changes); give it a moment so that the move happens with them in its queue.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Nothing the API shows changes; its log says it held each claim (`name="<claim>"`).
+    let says = |message: &'static str, held: &BTreeSet<(String, String)>| {
+        held.iter().all(|(_, name)| peer.process.logged(&[message, &format!("name=\"{name}\"")]))
+    };
+    a.eventually("the in-cluster provider holds the deleted claims", SETTLE, || async {
+        says("references Pool which is paused", &paused) && says("Address reuse grace period active", &grace)
+    })
+    .await?;
     Ok((paused, grace))
 }
 
 /// The claims deleted under the in-cluster provider keep their addresses until the grace period
 /// (counted from their deletion) ends; meanwhile a new claim of that pool gets another address.
+/// That is checked while the period still runs (the set-up running past its end is a failure,
+/// not a pass), and no held claim may go before its period ends.
 async fn grace_period_is_honoured(fleet: &Fleet, before: &Snapshot, held: &BTreeSet<(String, String)>) -> Result<()> {
     let a = fleet.a();
+    let mut ends: BTreeMap<String, Timestamp> = BTreeMap::new();
+    for (_, name) in held {
+        let claim = a.claims().get_opt(name).await?.with_context(|| format!("{name} went before the check"))?;
+        let deleted = claim.metadata.deletion_timestamp.with_context(|| format!("{name} is not being deleted"))?;
+        ends.insert(name.clone(), deleted.0 + SignedDuration::from_secs(fleet::GRACE_SECONDS));
+    }
+    let first_end = *ends.values().min().context("no held claims")?;
     let held_ips: BTreeSet<String> = held.iter().map(|k| before.addresses[k].address.clone()).collect();
     fleet.claim(0, IN_CLUSTER, "grace", "grace-new").await?;
     let got = a.wait_allocated("grace-new", SETTLE).await?.spec.address;
-    let still_held = a
+    let present: BTreeSet<String> = a
         .addresses()
         .list(&ListParams::default())
         .await?
         .items
-        .iter()
-        .any(|x| held_ips.contains(&x.spec.address) && x.metadata.name.as_deref() != Some("grace-new"));
-    ensure!(!still_held || !held_ips.contains(&got), "grace-new got {got}, an address held for a deleted claim");
-    a.eventually(
-        "the grace period ends and the held claims go",
-        Duration::from_secs(fleet::GRACE_SECONDS as u64 + 60),
-        || async {
-            let names: BTreeSet<String> = a
-                .claims()
-                .list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .into_iter()
-                .filter_map(|c| c.metadata.name)
-                .collect();
-            held.iter().all(|(_, name)| !names.contains(name))
-        },
-    )
-    .await?;
+        .into_iter()
+        .filter(|x| held.iter().any(|(_, name)| x.metadata.name.as_deref() == Some(name)))
+        .map(|x| x.spec.address)
+        .collect();
+    let now = Timestamp::now();
+    ensure!(
+        now < first_end,
+        "the set-up ran past the end of the grace period ({first_end}; now {now}): nothing left to check, raise GRACE_SECONDS"
+    );
+    eprintln!("migration: grace period checked with {} s of it left", first_end.duration_since(now).as_secs());
+    ensure!(present == held_ips, "while the grace period runs the held addresses stay: {present:?} of {held_ips:?}");
+    ensure!(!held_ips.contains(&got), "grace-new got {got}, an address held for a deleted claim");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(fleet::GRACE_SECONDS as u64 + 60);
+    while !ends.is_empty() {
+        let names: BTreeSet<String> =
+            a.claims().list(&ListParams::default()).await?.items.into_iter().filter_map(|c| c.metadata.name).collect();
+        let now = Timestamp::now();
+        for (name, end) in ends.clone() {
+            if !names.contains(&name) {
+                ensure!(now >= end, "{name} went at {now}, before its grace period ended at {end}");
+                ends.remove(&name);
+            }
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the held claims {:?} outlived their grace period",
+            ends.keys()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     for (_, name) in held {
         ensure!(a.addresses().get_opt(name).await?.is_none(), "the IPAddress of {name} outlived its claim");
     }

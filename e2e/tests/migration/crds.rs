@@ -3,7 +3,7 @@
 //! replacing them, and back.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use ferro_ipam_e2e::{ControlPlane, peer, plane::repo_root};
@@ -71,12 +71,67 @@ pub async fn put(client: &Client, manifest: &Value, manager: &str, dry_run: bool
     }
 }
 
-/// Waits until the API server serves the CRD's current spec.
+/// Waits until the API server serves the CRD's current spec. `Established` is set once per CRD,
+/// and a changed spec is served a moment later, so this also waits until discovery lists the
+/// kind under exactly the versions the spec serves, and a dry-run create of a `v1alpha2` pool
+/// with a `dualStack` block keeps it exactly when the spec's schema has it (ferro-ipam's CRDs do,
+/// the in-cluster provider's prune it).
 pub fn wait_established(plane: &ControlPlane, name: &str) -> Result<()> {
     plane.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd", name])?;
-    // Established is set once per CRD; a changed spec is served after the discovery refresh.
-    std::thread::sleep(Duration::from_secs(2));
+    let crd: Value = serde_json::from_str(&plane.kubectl_ok(&["get", "crd", name, "-o", "json"])?)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !serves(plane, &crd)? {
+        if Instant::now() > deadline {
+            bail!("{name}: the API server does not serve the CRD's spec within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     Ok(())
+}
+
+/// Whether the API server answers for `crd` as its spec says.
+fn serves(plane: &ControlPlane, crd: &Value) -> Result<bool> {
+    let (group, plural, kind) = (&crd["spec"]["group"], &crd["spec"]["names"]["plural"], &crd["spec"]["names"]["kind"]);
+    for version in crd["spec"]["versions"].as_array().into_iter().flatten() {
+        let path =
+            format!("/apis/{}/{}", group.as_str().unwrap_or_default(), version["name"].as_str().unwrap_or_default());
+        let listed: Value =
+            serde_json::from_slice(&plane.kubectl(&["get", "--raw", &path])?.stdout).unwrap_or_default();
+        let has_kind = listed["resources"].as_array().into_iter().flatten().any(|r| r["name"] == *plural);
+        if has_kind != (version["served"] == true) {
+            return Ok(false);
+        }
+    }
+    let v1alpha2 = crd["spec"]["versions"].as_array().into_iter().flatten().find(|v| v["name"] == "v1alpha2");
+    let Some(v1alpha2) = v1alpha2.filter(|v| v["served"] == true) else {
+        return Ok(true);
+    };
+    let knows_dual_stack =
+        !v1alpha2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["dualStack"].is_null();
+    let mut probe = serde_json::json!({
+        "apiVersion": format!("{}/v1alpha2", group.as_str().unwrap_or_default()), "kind": kind,
+        "metadata": {"name": "e2e-schema-probe"},
+        "spec": {"addresses": ["10.0.0.1"], "prefix": 24, "dualStack": {"addresses": ["fd00::1"], "prefix": 64}},
+    });
+    if crd["spec"]["scope"] == "Namespaced" {
+        probe["metadata"]["namespace"] = "default".into();
+    }
+    let file = plane.dir.join(format!("schema-probe-{}.json", plural.as_str().unwrap_or_default()));
+    std::fs::write(&file, probe.to_string())?;
+    let output = plane.kubectl(&[
+        "create",
+        "--dry-run=server",
+        "--validate=false",
+        "-o",
+        "json",
+        "-f",
+        &file.to_string_lossy(),
+    ])?;
+    if !output.status.success() {
+        return Ok(false);
+    }
+    let stored: Value = serde_json::from_slice(&output.stdout)?;
+    Ok(stored["spec"]["dualStack"].is_null() != knows_dual_stack)
 }
 
 /// `status.storedVersions` of a CRD.

@@ -272,7 +272,7 @@ fn capmox_claim_metadata(cluster: &str, machine: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn capmox_pool_created_as_capmox_creates_it_serves_its_claims() {
     let s = Scope::new("capmox").await;
-    let _p = s.provider();
+    let p = s.provider();
     s.cluster("mox-wl", false).await.unwrap();
     let pool = capmox_pool("mox-wl", &["10.50.0.10-10.50.0.20"], 60);
     s.create(pool.clone()).await.unwrap();
@@ -311,6 +311,13 @@ async fn capmox_pool_created_as_capmox_creates_it_serves_its_claims() {
     let claim = format!("{next}-net0-00-inet");
     s.claim_with(&claim, IN_CLUSTER, pool_name, capmox_claim_metadata("mox-wl", next)).await.unwrap();
     assert_eq!(served(&s, &claim, pool_name).await.spec.address, "10.50.0.12");
+    // The provider has seen the deletion, and says it holds the address for the grace period.
+    let holder = format!("claim={}/{gone}", s.ns);
+    s.eventually("the provider holds the address for the grace period", PROMPTLY, || async {
+        p.logged(&["holding the address for the pool's reuse grace period", &holder])
+    })
+    .await
+    .unwrap();
     s.stays("the address is held for the grace period", A_WHILE, || async {
         let address = s.addresses().get_opt(&gone).await.unwrap();
         let claim = s.claims().get_opt(&gone).await.unwrap();

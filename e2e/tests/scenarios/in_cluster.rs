@@ -2,6 +2,7 @@
 
 use ferro_ipam_e2e::invariants;
 use ferro_ipam_e2e::objects::Scope;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::{A_WHILE, PROMPTLY};
@@ -25,13 +26,18 @@ async fn namespaced_pool_allocates_with_prefix_and_gateway() {
 async fn claim_for_an_unknown_pool_kind_is_ignored() {
     let s = Scope::new("unknown-kind").await;
     let _p = s.provider();
+    s.pool("pool", json!({"addresses": ["10.1.1.5"], "prefix": 24})).await.unwrap();
     s.claim("c1", "SomeOtherPool", "pool").await.unwrap();
+    // Beside it, a claim of the same pool name with our kind, which the provider does serve.
+    s.claim("ours", "InClusterIPPool", "pool").await.unwrap();
     s.stays("claim stays untouched", A_WHILE, || async {
         let claim = s.claims().get("c1").await.unwrap();
         claim.status.is_none() && claim.metadata.finalizers.is_none()
     })
     .await
     .unwrap();
+    assert_eq!(s.wait_allocated("ours", PROMPTLY).await.unwrap().spec.address, "10.1.1.5");
+    assert!(s.addresses().get_opt("c1").await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -202,6 +208,25 @@ async fn namespaced_and_global_pool_of_one_name_are_independent() {
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
 
+/// Pauses a pool and waits until the provider has seen it paused. Nothing it writes tells of a
+/// pause, so the pause comes with a spec edit that changes nothing (an explicit grace period of
+/// zero): once the pool's Ready condition reports that generation, the provider has read the
+/// object that carries the annotation.
+async fn pause_pool_and_wait_until_seen(s: &Scope, name: &str) {
+    let patch = json!({
+        "metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}},
+        "spec": {"addressReuseGracePeriodSeconds": 0},
+    });
+    let paused = s.pools().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let generation = paused.metadata.generation.expect("a generation");
+    s.eventually("the provider has seen the pool paused", PROMPTLY, || async {
+        let status = s.pools().get(name).await.unwrap().status.unwrap_or_default();
+        status.conditions.iter().any(|c| c.type_ == "Ready" && c.observed_generation >= Some(generation))
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn paused_pool_blocks_allocation_and_claim_deletion_until_unpaused() {
     let s = Scope::new("paused-pool").await;
@@ -209,9 +234,7 @@ async fn paused_pool_blocks_allocation_and_claim_deletion_until_unpaused() {
     s.pool("pool", json!({"addresses": ["10.9.0.1-10.9.0.5"], "prefix": 24})).await.unwrap();
     s.claim("before", "InClusterIPPool", "pool").await.unwrap();
     s.wait_allocated("before", PROMPTLY).await.unwrap();
-    let pools = kube::core::ApiResource::erase::<ferro_ipam::api::InClusterIPPool>(&());
-    s.patch(&pools, true, "pool", json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}})).await.unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    pause_pool_and_wait_until_seen(&s, "pool").await;
     s.claim("during", "InClusterIPPool", "pool").await.unwrap();
     s.delete_claim("before").await.unwrap();
     s.stays("nothing moves while the pool is paused", A_WHILE, || async {
@@ -220,6 +243,7 @@ async fn paused_pool_blocks_allocation_and_claim_deletion_until_unpaused() {
     })
     .await
     .unwrap();
+    let pools = kube::core::ApiResource::erase::<ferro_ipam::api::InClusterIPPool>(&());
     s.patch(&pools, true, "pool", json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}}))
         .await
         .unwrap();

@@ -1,10 +1,9 @@
 //! The in-cluster provider's scenarios about pausing, adoption, release and pool protection.
 
-use std::time::Duration;
-
 use ferro_ipam::api::InClusterIPPool;
-use ferro_ipam_e2e::invariants::{self, HAND_MADE_LABEL};
+use ferro_ipam_e2e::invariants;
 use ferro_ipam_e2e::objects::Scope;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::core::ApiResource;
 use serde_json::json;
@@ -104,14 +103,20 @@ async fn paused_cluster_blocks_its_claims_until_unpaused_by_annotation_or_spec()
 #[tokio::test(flavor = "multi_thread")]
 async fn pausing_a_running_cluster_blocks_new_claims_and_deletion() {
     let s = Scope::new("pause-on-update").await;
-    let _p = s.provider();
+    let p = s.provider();
     s.pool("pool", json!({"addresses": ["10.23.0.1-10.23.0.9"], "prefix": 24})).await.unwrap();
     s.cluster("wl", false).await.unwrap();
     let member = json!({"labels": {"cluster.x-k8s.io/cluster-name": "wl"}});
     s.claim_with("first", "InClusterIPPool", "pool", member.clone()).await.unwrap();
     s.wait_allocated("first", PROMPTLY).await.unwrap();
     s.patch(&clusters(), true, "wl", json!({"spec": {"paused": true}})).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The Cluster's change brings its claims back to the provider, which leaves them alone.
+    let first = format!("claim={}/first", s.ns);
+    s.eventually("the provider has seen the Cluster paused", PROMPTLY, || async {
+        p.logged(&["leaving the claim alone", &first, "Cluster wl is paused"])
+    })
+    .await
+    .unwrap();
     s.claim_with("second", "InClusterIPPool", "pool", member).await.unwrap();
     s.delete_claim("first").await.unwrap();
     s.stays("nothing happens while paused", A_WHILE, || async {
@@ -154,7 +159,7 @@ async fn claim_naming_its_cluster_in_spec_follows_that_cluster() {
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_cluster_blocks_allocation_but_not_release() {
     let s = Scope::new("missing-cluster").await;
-    let _p = s.provider();
+    let p = s.provider();
     s.pool("pool", json!({"addresses": ["10.25.0.1-10.25.0.9"], "prefix": 24})).await.unwrap();
     s.cluster("wl", false).await.unwrap();
     let member = |c: &str| json!({"labels": {"cluster.x-k8s.io/cluster-name": c}});
@@ -166,12 +171,18 @@ async fn missing_cluster_blocks_allocation_but_not_release() {
     })
     .await
     .unwrap();
-    // The Cluster goes; its fulfilled claim, being deleted, is still released.
+    // The Cluster goes; its fulfilled claim, being deleted, is still released. First the
+    // provider must know the Cluster is gone (it then leaves the live claim alone).
     kube::Api::<kube::core::DynamicObject>::namespaced_with(s.client.clone(), &s.ns, &clusters())
         .delete("wl", &Default::default())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let served = format!("claim={}/served", s.ns);
+    s.eventually("the provider has seen the Cluster go", PROMPTLY, || async {
+        p.logged(&["leaving the claim alone", &served, "Cluster wl does not exist"])
+    })
+    .await
+    .unwrap();
     s.delete_claim("served").await.unwrap();
     s.eventually("the claim of the deleted cluster is released", PROMPTLY, || async {
         s.claims().get_opt("served").await.unwrap().is_none()
@@ -179,6 +190,9 @@ async fn missing_cluster_blocks_allocation_but_not_release() {
     })
     .await
     .unwrap();
+    // The claim that waited for its Cluster is served once the Cluster exists.
+    s.cluster("nowhere", false).await.unwrap();
+    s.wait_allocated("orphan", PROMPTLY).await.unwrap();
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
 
@@ -204,22 +218,35 @@ async fn paused_claim_is_left_alone_until_unpaused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn grace_period_keeps_the_address_after_claim_deletion_then_frees_it() {
+    const GRACE: i64 = 4;
     let s = Scope::new("grace-period").await;
     let _p = s.provider();
-    s.pool("pool", json!({"addresses": ["10.27.0.1"], "prefix": 24, "addressReuseGracePeriodSeconds": 4}))
+    s.pool("pool", json!({"addresses": ["10.27.0.1"], "prefix": 24, "addressReuseGracePeriodSeconds": GRACE}))
         .await
         .unwrap();
     s.claim("old", "InClusterIPPool", "pool").await.unwrap();
     s.wait_allocated("old", PROMPTLY).await.unwrap();
     s.delete_claim("old").await.unwrap();
+    // The grace period runs from the deletion timestamp the API server wrote (whole seconds).
+    let old = s.claims().get_opt("old").await.unwrap();
+    let deleted =
+        old.and_then(|c| c.metadata.deletion_timestamp).expect("the claim stays, held by its ReleaseAddress finalizer");
+    let ends = deleted.0 + SignedDuration::from_secs(GRACE);
     s.claim("new", "InClusterIPPool", "pool").await.unwrap();
-    // Within the grace period the address and the deleting claim stay, and nobody else gets it.
-    s.stays("the address is held during the grace period", Duration::from_secs(2), || async {
+    // Until just before the grace period ends, the address and the deleting claim stay, and
+    // nobody else gets the address.
+    let almost = ends.duration_since(Timestamp::now()) - SignedDuration::from_millis(300);
+    s.stays("the address is held during the grace period", almost.try_into().unwrap_or_default(), || async {
         s.addresses().get_opt("old").await.unwrap().is_some() && s.addresses().get_opt("new").await.unwrap().is_none()
     })
     .await
     .unwrap();
+    // Then it is free, and the waiting claim gets it soon after.
     assert_eq!(s.wait_allocated("new", PROMPTLY).await.unwrap().spec.address, "10.27.0.1");
+    let reused = Timestamp::now();
+    assert!(reused >= ends, "reused at {reused}, before the grace period ended at {ends}");
+    let late = reused.duration_since(ends);
+    assert!(late < SignedDuration::from_secs(10), "reused {late} after the grace period ended");
     assert!(s.claims().get_opt("old").await.unwrap().is_none());
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
@@ -363,6 +390,5 @@ async fn shrinking_a_pool_counts_addresses_out_of_range_and_never_hands_them_out
     s.wait_reason("e", "PoolExhausted", PROMPTLY).await.unwrap();
     let addresses = s.address_map().await.unwrap();
     assert_eq!(addresses.get("b").map(String::as_str), Some("10.32.0.2"), "kept, not dropped");
-    let _ = HAND_MADE_LABEL;
-    invariants::check(&s.client, &[&s.ns]).await.unwrap();
+    invariants::Check::new(&s.client, &[&s.ns]).out_of_range(&["10.32.0.2", "10.32.0.3"]).run().await.unwrap();
 }

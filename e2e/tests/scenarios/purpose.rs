@@ -2,11 +2,13 @@
 //! labelled for it, one scenario per rule of docs/vip-and-vm-ips.md. Every scenario runs its
 //! provider with `--watch-filter`, so it sees only its own pools, global ones included.
 
+use ferro_ipam::api::InClusterIPPool;
 use ferro_ipam::api::capi::IPAddress;
 use ferro_ipam::api::keys::ALLOCATED_FROM_ANNOTATION;
 use ferro_ipam_e2e::invariants;
 use ferro_ipam_e2e::objects::Scope;
 use kube::ResourceExt;
+use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 use crate::{A_WHILE, PROMPTLY};
@@ -146,6 +148,11 @@ async fn full_namespaced_pools_fail_with_out_of_vips_on_the_claim_and_its_cluste
     })
     .await
     .unwrap();
+    // With the label, the waiting claim goes on to the global pool.
+    let overflow = json!({"metadata": {"labels": {"cluster-api-allow-overflow-vips": "true"}}});
+    s.patch(&ApiResource::erase::<InClusterIPPool>(&()), true, "vips", overflow).await.unwrap();
+    let overflowed = s.wait_allocated("vip-b", PROMPTLY).await.unwrap();
+    assert_eq!(pool_of(&overflowed), format!("GlobalInClusterIPPool/{global}"));
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }
 

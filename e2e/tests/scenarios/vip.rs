@@ -120,12 +120,15 @@ async fn an_endpoint_already_set_is_never_overwritten() {
     let _p = s.provider();
     vip_pool(&s, "vips", "10.110.22.10-10.110.22.20").await;
     cluster(&s, "wl", Some("true"), json!({"controlPlaneEndpoint": {"host": "192.0.2.10", "port": 443}})).await;
+    // Beside it, an opted-in Cluster without an endpoint, which does get a VIP meanwhile.
+    cluster(&s, "bare", Some("true"), json!({})).await;
     s.stays("no VIP is claimed and the endpoint stays", A_WHILE, || async {
         s.claims().get_opt("wl-control-plane-vip").await.unwrap().is_none()
             && endpoint(&s, "wl").await == Some(("192.0.2.10".to_owned(), 443))
     })
     .await
     .unwrap();
+    assert_eq!(wait_endpoint(&s, "bare").await, ("10.110.22.10".to_owned(), 6443));
 }
 
 #[tokio::test(flavor = "multi_thread")]

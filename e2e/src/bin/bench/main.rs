@@ -6,6 +6,7 @@
 //! `$BENCH_OUT` (default target/bench): results.json and report.md.
 
 mod config;
+mod failures;
 mod floor;
 mod measure;
 mod report;
@@ -16,6 +17,7 @@ mod subject;
 use anyhow::Result;
 
 use config::Config;
+use failures::Failure;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
@@ -26,13 +28,14 @@ async fn main() -> Result<()> {
     let config = Config::from_env()?;
     eprintln!("bench: {config:?}");
     let mut runs = Vec::new();
+    let mut failed: Vec<Failure> = Vec::new();
     let (mut fill, mut startup) = (None, Vec::new());
     // Runs are the outer loop: after the first pass every configuration has a result, and each
     // further pass adds to the medians. The start-up measurement comes after the first pass.
     for run in 0..config.runs {
         for &claims in &config.sizes {
             for &pools in &config.pool_counts {
-                for &subject in &config.subjects {
+                for subject in config::order(&config.subjects, run) {
                     eprintln!(
                         "bench: {} with {claims} claims over {pools} pool(s), run {} ...",
                         subject.name(),
@@ -50,22 +53,28 @@ async fn main() -> Result<()> {
                             );
                             runs.push(result);
                         }
-                        Err(error) => eprintln!("bench:   FAILED: {error:#}"),
+                        Err(error) => {
+                            eprintln!("bench:   FAILED: {error:#}");
+                            failed.push(Failure::of_run(subject, claims, pools, run, &error));
+                        }
                     }
-                    report::write(&config, &runs, fill.as_ref(), &startup)?;
+                    report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
                 }
             }
         }
         if run == 0 && config.startup_addresses > 0 {
             match startup::measure(&config).await {
                 Ok((f, s)) => (fill, startup) = (Some(f), s),
-                Err(error) => eprintln!("bench: start-up measurement FAILED: {error:#}"),
+                Err(error) => {
+                    eprintln!("bench: start-up measurement FAILED: {error:#}");
+                    failed.push(Failure::new("start-up".into(), &error));
+                }
             }
-            report::write(&config, &runs, fill.as_ref(), &startup)?;
+            report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
         }
     }
-    let report = report::write(&config, &runs, fill.as_ref(), &startup)?;
+    let report = report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
     println!("{report}");
     eprintln!("bench: results in {}", config.out_dir.display());
-    Ok(())
+    failures::verdict(&failed)
 }

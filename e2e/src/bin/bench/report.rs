@@ -8,6 +8,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::config::{Config, Subject};
+use crate::failures::{self, Failure};
 use crate::run::RunResult;
 use crate::startup::{FillResult, StartupResult};
 
@@ -15,6 +16,7 @@ use crate::startup::{FillResult, StartupResult};
 struct Results<'a> {
     setup: BTreeMap<&'static str, String>,
     runs: &'a [RunResult],
+    failures: &'a [Failure],
     fill: Option<&'a FillResult>,
     startup: &'a [StartupResult],
 }
@@ -32,6 +34,8 @@ fn median(mut values: Vec<f64>) -> f64 {
 #[derive(Clone, Copy, Debug)]
 struct Figures {
     seconds: f64,
+    /// Of `seconds`, creating the claims.
+    creating: f64,
     min: f64,
     max: f64,
     rss: f64,
@@ -45,6 +49,7 @@ fn figures(runs: &[&RunResult]) -> Figures {
     let seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
     Figures {
         seconds: of(|r| r.seconds),
+        creating: of(|r| r.create_seconds),
         min: seconds.iter().copied().fold(f64::INFINITY, f64::min),
         max: seconds.iter().copied().fold(0.0, f64::max),
         rss: of(|r| r.peak_rss_mib),
@@ -71,19 +76,25 @@ fn ratio(a: Option<&Figures>, b: Option<&Figures>) -> String {
     }
 }
 
+/// The time until every claim had its address, and how much of it creating the claims took.
 fn seconds(f: Option<&Figures>) -> String {
-    f.map_or("-".into(), |f| format!("{:.1}", f.seconds))
+    f.map_or("-".into(), |f| format!("{:.1} s ({:.1} s creating)", f.seconds, f.creating))
 }
 
-/// The Markdown report.
-pub fn markdown(results: &[RunResult], fill: Option<&FillResult>, startup: &[StartupResult]) -> String {
+/// The Markdown report: failed runs first, then the figures of the others.
+pub fn markdown(
+    results: &[RunResult],
+    failed: &[Failure],
+    fill: Option<&FillResult>,
+    startup: &[StartupResult],
+) -> String {
     let groups = grouped(results);
     let mut shapes: Vec<(usize, usize)> = groups.keys().map(|(n, p, _)| (*n, *p)).collect();
     shapes.dedup();
     shapes.sort_by_key(|(n, p)| (*p, *n));
-    let mut out = String::new();
+    let mut out = failures::markdown(failed);
     let get = |n, p, s| groups.get(&(n, p, s));
-    let _ = writeln!(out, "### Time until every claim has its address (median)\n");
+    let _ = writeln!(out, "### Time until every claim has its address, creating the claims included (median)\n");
     let _ = writeln!(
         out,
         "| claims | pools | floor | ferro-ipam | in-cluster | ferro-ipam / floor | in-cluster / floor | in-cluster / ferro-ipam |"
@@ -93,7 +104,7 @@ pub fn markdown(results: &[RunResult], fill: Option<&FillResult>, startup: &[Sta
         let (fl, fe, ic) = (get(n, p, Subject::Floor), get(n, p, Subject::FerroIpam), get(n, p, Subject::InCluster));
         let _ = writeln!(
             out,
-            "| {n} | {p} | {} s | {} s | {} s | {} | {} | {} |",
+            "| {n} | {p} | {} | {} | {} | {} | {} | {} |",
             seconds(fl),
             seconds(fe),
             seconds(ic),
@@ -105,20 +116,21 @@ pub fn markdown(results: &[RunResult], fill: Option<&FillResult>, startup: &[Sta
     let _ = writeln!(out, "\n### Per subject (medians; time range over the runs)\n");
     let _ = writeln!(
         out,
-        "| claims | pools | subject | runs | time (min-max) | claims/s | peak RSS | CPU | API requests per claim |"
+        "| claims | pools | subject | runs | time (min-max) | creating | claims/s | peak RSS | CPU | API requests per claim |"
     );
-    let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for &(n, p) in &shapes {
         for s in [Subject::Floor, Subject::FerroIpam, Subject::InCluster] {
             if let Some(f) = get(n, p, s) {
                 let _ = writeln!(
                     out,
-                    "| {n} | {p} | {} | {} | {:.1} s ({:.1}-{:.1}) | {:.0} | {:.0} MiB | {:.1} s | {:.2} |",
+                    "| {n} | {p} | {} | {} | {:.1} s ({:.1}-{:.1}) | {:.1} s | {:.0} | {:.0} MiB | {:.1} s | {:.2} |",
                     s.name(),
                     f.runs,
                     f.seconds,
                     f.min,
                     f.max,
+                    f.creating,
                     n as f64 / f.seconds,
                     f.rss,
                     f.cpu,
@@ -209,13 +221,49 @@ pub fn setup(config: &Config) -> BTreeMap<&'static str, String> {
 pub fn write(
     config: &Config,
     runs: &[RunResult],
+    failures: &[Failure],
     fill: Option<&FillResult>,
     startup: &[StartupResult],
 ) -> Result<String> {
     std::fs::create_dir_all(&config.out_dir)?;
-    let results = Results { setup: setup(config), runs, fill, startup };
+    let results = Results { setup: setup(config), runs, failures, fill, startup };
     std::fs::write(config.out_dir.join("results.json"), serde_json::to_string_pretty(&results)?)?;
-    let report = markdown(runs, fill, startup);
+    let report = markdown(runs, failures, fill, startup);
     std::fs::write(config.out_dir.join("report.md"), &report)?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(subject: Subject, seconds: f64, create_seconds: f64) -> RunResult {
+        RunResult {
+            subject,
+            claims: 200,
+            pools: 1,
+            run: 0,
+            seconds,
+            create_seconds,
+            peak_rss_mib: 30.0,
+            cpu_seconds: 1.0,
+            requests: BTreeMap::from([("POST ipaddresses".to_owned(), 200.0)]),
+            pools_touched: 0,
+            load: (1.0, 1.0),
+        }
+    }
+
+    #[test]
+    fn failed_runs_come_first_and_creation_time_stands_beside_every_total() {
+        let runs = [result(Subject::FerroIpam, 10.0, 4.0), result(Subject::Floor, 5.0, 3.9)];
+        let failed = [Failure::new("in-cluster 200 claims / 1 pools, run 1".into(), &anyhow::anyhow!("timed out"))];
+        let report = markdown(&runs, &failed, None, &[]);
+        assert!(report.starts_with("### FAILED: 1 run(s)"), "{report}");
+        assert!(
+            report.contains("| 200 | 1 | 5.0 s (3.9 s creating) | 10.0 s (4.0 s creating) | - | 2.00 |"),
+            "{report}"
+        );
+        assert!(report.contains("| 200 | 1 | ferro-ipam | 1 | 10.0 s (10.0-10.0) | 4.0 s | 20 |"), "{report}");
+        assert!(!markdown(&runs, &[], None, &[]).contains("FAILED"));
+    }
 }

@@ -185,19 +185,34 @@ pub async fn create_claims(
     Ok(())
 }
 
-/// No two `IPAddress` objects of a pool hold one address, and there is one per claim.
+/// An address held by two `IPAddress` objects of one pool: the run measured a broken allocation.
+#[derive(Debug)]
+pub struct Duplicate {
+    pub address: String,
+    pub pool: String,
+}
+
+impl std::fmt::Display for Duplicate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} handed out twice in pool {}", self.address, self.pool)
+    }
+}
+
+impl std::error::Error for Duplicate {}
+
+/// No two `IPAddress` objects of a pool hold one address ([`Duplicate`] otherwise), and there is
+/// one per claim.
 pub async fn check_unique(client: &Client, expected: usize) -> Result<()> {
     let api: Api<IPAddress> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.address_resource());
     let addresses = api.list(&ListParams::default()).await?.items;
-    ensure!(addresses.len() == expected, "{} IPAddress objects for {expected} claims", addresses.len());
     let mut seen = HashSet::new();
     for a in &addresses {
-        ensure!(
-            seen.insert((a.spec.pool_ref.name.clone(), a.spec.address.clone())),
-            "{} handed out twice",
-            a.spec.address
-        );
+        if !seen.insert((a.spec.pool_ref.name.clone(), a.spec.address.clone())) {
+            let (address, pool) = (a.spec.address.clone(), a.spec.pool_ref.name.clone());
+            return Err(Duplicate { address, pool }.into());
+        }
     }
+    ensure!(addresses.len() == expected, "{} IPAddress objects for {expected} claims", addresses.len());
     Ok(())
 }
 

@@ -169,4 +169,8 @@ async fn a_leader_whose_lease_is_taken_stops_allocating_and_stops_reporting_pool
     .await
     .unwrap();
     provider.wait_ready(Duration::from_secs(1)).expect("standing by is ready");
+    // Once nobody holds the Lease, a replica takes it and serves the claim that waited.
+    leases.delete(lease, &Default::default()).await.unwrap();
+    let _next = Provider::start(s.plane, &args).unwrap();
+    s.wait_allocated("after", PROMPTLY).await.unwrap();
 }

@@ -1,0 +1,99 @@
+//! Runs that failed: kept, put at the top of the report, and the reason the benchmark exits
+//! non-zero. A failed run has no figures, so leaving it out of the medians quietly would make a
+//! broken provider look like a fast one.
+
+use std::fmt::Write as _;
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use crate::config::Subject;
+use crate::run::Duplicate;
+
+/// One failed measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    /// What failed: `<subject> <claims> claims / <pools> pools, run <n>`, or `start-up`.
+    pub what: String,
+    /// The run found one address held twice.
+    pub duplicate: bool,
+    pub error: String,
+}
+
+impl Failure {
+    pub fn of_run(subject: Subject, claims: usize, pools: usize, run: usize, error: &anyhow::Error) -> Failure {
+        Failure::new(format!("{} {claims} claims / {pools} pools, run {}", subject.name(), run + 1), error)
+    }
+
+    pub fn new(what: String, error: &anyhow::Error) -> Failure {
+        let duplicate = error.chain().any(|cause| cause.is::<Duplicate>());
+        Failure { what, duplicate, error: format!("{error:#}") }
+    }
+}
+
+/// The report's section on failed runs (empty when none failed).
+pub fn markdown(failures: &[Failure]) -> String {
+    let mut out = String::new();
+    if failures.is_empty() {
+        return out;
+    }
+    let duplicates = failures.iter().filter(|f| f.duplicate).count();
+    let _ = writeln!(out, "### FAILED: {} run(s), {duplicates} with an address handed out twice\n", failures.len());
+    let _ = writeln!(
+        out,
+        "These runs have no figures below (the medians are over the runs that succeeded), and the \
+         benchmark exits non-zero.\n"
+    );
+    let _ = writeln!(out, "| run | what went wrong |");
+    let _ = writeln!(out, "|---|---|");
+    for f in failures {
+        let kind = if f.duplicate { "**DUPLICATE ADDRESS**: " } else { "" };
+        let first_line = f.error.lines().next().unwrap_or_default().replace('|', "\\|");
+        let _ = writeln!(out, "| {} | {kind}{first_line} |", f.what);
+    }
+    let _ = writeln!(out);
+    out
+}
+
+/// Ok when every run succeeded; else an error that names how many failed.
+pub fn verdict(failures: &[Failure]) -> Result<()> {
+    let duplicates = failures.iter().filter(|f| f.duplicate).count();
+    match failures.len() {
+        0 => Ok(()),
+        n => bail!("{n} run(s) failed, {duplicates} of them with an address handed out twice: see the report"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn duplicate() -> anyhow::Error {
+        anyhow::Error::from(Duplicate { address: "10.0.0.7".into(), pool: "pool-0".into() })
+            .context("ferro-ipam with 200 claims")
+    }
+
+    #[test]
+    fn a_duplicate_is_recognised_through_the_context_and_named_in_the_report() {
+        let failures = [
+            Failure::of_run(Subject::FerroIpam, 200, 1, 0, &duplicate()),
+            Failure::of_run(Subject::InCluster, 200, 1, 1, &anyhow::anyhow!("150 of 200 claims addressed")),
+        ];
+        assert!(failures[0].duplicate && !failures[1].duplicate);
+        let report = markdown(&failures);
+        assert!(report.starts_with("### FAILED: 2 run(s), 1 with an address handed out twice"), "{report}");
+        assert!(report.contains("| ferro-ipam 200 claims / 1 pools, run 1 | **DUPLICATE ADDRESS**: ferro-ipam with 200 claims: 10.0.0.7 handed out twice in pool pool-0 |"), "{report}");
+        assert!(
+            report.contains("| in-cluster 200 claims / 1 pools, run 2 | 150 of 200 claims addressed |"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn any_failure_makes_the_verdict_an_error_and_none_does_not() {
+        assert!(verdict(&[]).is_ok());
+        assert_eq!(markdown(&[]), "");
+        let error = verdict(&[Failure::new("start-up".into(), &duplicate())]).unwrap_err().to_string();
+        assert_eq!(error, "1 run(s) failed, 1 of them with an address handed out twice: see the report");
+    }
+}
