@@ -1,5 +1,10 @@
-//! Prometheus metrics, all under the `ferro_ipam_` prefix. Series are per pool or per controller,
-//! never per claim, so cardinality is bounded by the number of pools.
+//! Prometheus metrics: ferro-ipam's own under the `ferro_ipam_` prefix, and beside them those that
+//! Cluster API dashboards and alerts read from every controller-runtime-based provider: the
+//! standard `process_*` series and controller-runtime's reconcile series, with its names and
+//! labels. Series are per pool or per controller, never per claim, so cardinality is bounded by
+//! the number of pools.
+
+mod process;
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -57,6 +62,13 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
+/// Labels of controller-runtime's reconcile counter: `result` is `success` or `error`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub controller: String,
+    pub result: String,
+}
+
 /// Labels of a controller's failures.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -81,6 +93,66 @@ impl MetricConstructor<Histogram> for Buckets {
 const RECONCILE_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
+/// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
+const CONTROLLER_RUNTIME_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
+    1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// The series controller-runtime exports for each controller, fed by [`Metrics::reconciled`].
+struct ControllerRuntime {
+    reconciles: Family<ResultLabels, Counter>,
+    errors: Family<ControllerLabels, Counter>,
+    time: Family<ControllerLabels, Histogram, Buckets>,
+}
+
+impl ControllerRuntime {
+    fn new() -> Self {
+        ControllerRuntime {
+            reconciles: Family::default(),
+            errors: Family::default(),
+            time: Family::new_with_constructor(Buckets(CONTROLLER_RUNTIME_BUCKETS)),
+        }
+    }
+
+    /// Registers them, and `active_workers` (ferro-ipam's reconciles in flight), unprefixed.
+    fn register(&self, registry: &mut Registry, active_workers: &Family<ControllerLabels, Gauge>) {
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            self.reconciles.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            self.errors.clone(),
+        );
+        registry.register_with_unit(
+            "controller_runtime_reconcile_time",
+            "Length of time per reconciliation per controller",
+            prometheus_client::registry::Unit::Seconds,
+            self.time.clone(),
+        );
+        registry.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            active_workers.clone(),
+        );
+    }
+
+    fn reconciled(&self, controller: &str, took: Duration, failed: bool) {
+        let result = if failed { "error" } else { "success" };
+        self.reconciles
+            .get_or_create(&ResultLabels { controller: controller.to_owned(), result: result.to_owned() })
+            .inc();
+        let labels = ControllerLabels { controller: controller.to_owned() };
+        if failed {
+            self.errors.get_or_create(&labels).inc();
+        }
+        self.time.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+}
+
 /// Every metric ferro-ipam exports.
 pub struct Metrics {
     registry: Registry,
@@ -98,6 +170,7 @@ pub struct Metrics {
     pub reconciles_in_flight: Family<ControllerLabels, Gauge>,
     pub claims_waiting: Gauge,
     pub leader: Gauge,
+    controller_runtime: ControllerRuntime,
 }
 
 impl Default for Metrics {
@@ -108,7 +181,7 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("ferro_ipam");
+        let mut root = Registry::default();
         let metrics = Metrics {
             pool_addresses: Family::default(),
             pool_conflicts: Family::default(),
@@ -124,8 +197,12 @@ impl Metrics {
             reconciles_in_flight: Family::default(),
             claims_waiting: Gauge::default(),
             leader: Gauge::default(),
+            controller_runtime: ControllerRuntime::new(),
             registry: Registry::default(),
         };
+        root.register_collector(Box::new(process::ProcessCollector));
+        metrics.controller_runtime.register(&mut root, &metrics.reconciles_in_flight);
+        let registry = root.sub_registry_with_prefix("ferro_ipam");
         let build: Family<BuildLabels, Gauge> = Family::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").to_owned() }).set(1);
         registry.register("build_info", "Build of the running binary (always 1)", build);
@@ -185,7 +262,7 @@ impl Metrics {
             "1 while this replica holds the leader lease (or runs without leader election)",
             metrics.leader.clone(),
         );
-        Metrics { registry, ..metrics }
+        Metrics { registry: root, ..metrics }
     }
 
     /// The Prometheus text exposition of every metric.
@@ -257,8 +334,10 @@ impl Metrics {
         self.reconciles_in_flight.clear();
     }
 
-    /// Counts one reconcile of `controller` that took `took`, and its error if it failed.
+    /// Counts one reconcile of `controller` that took `took`, and its error if it failed, in
+    /// ferro-ipam's series and in controller-runtime's.
     pub fn reconciled(&self, controller: &str, took: Duration, error: Option<&str>) {
+        self.controller_runtime.reconciled(controller, took, error.is_some());
         let labels = ControllerLabels { controller: controller.to_owned() };
         self.reconciles.get_or_create(&labels).inc();
         self.reconcile_duration.get_or_create(&labels).observe(took.as_secs_f64());
@@ -315,6 +394,41 @@ mod tests {
             text.contains(r#"ferro_ipam_allocations_total{kind="InClusterIPPool",namespace="ns",pool="nodes"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn reconciles_are_also_counted_under_controller_runtimes_names_and_labels() {
+        let metrics = Metrics::new();
+        metrics.reconciled("claim", Duration::from_millis(3), None);
+        metrics.reconciled("claim", Duration::from_millis(7), Some("api"));
+        metrics.reconciles_in_flight.get_or_create(&ControllerLabels { controller: "claim".into() }).inc();
+        let text = metrics.encode();
+        for series in [
+            r#"controller_runtime_reconcile_total{controller="claim",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="claim",result="error"} 1"#,
+            r#"controller_runtime_reconcile_errors_total{controller="claim"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="claim"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{le="0.005",controller="claim"} 1"#,
+            r#"controller_runtime_active_workers{controller="claim"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from:\n{text}");
+        }
+        assert!(!text.contains("ferro_ipam_controller_runtime"), "controller-runtime's names carry no prefix");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn process_series_are_exported_under_their_standard_names() {
+        let text = Metrics::new().encode();
+        for name in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_start_time_seconds ",
+            "process_open_fds ",
+            "process_max_fds ",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(name)), "{name} missing from:\n{text}");
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Running ferro-ipam as platform teams do: `deploy/` and the clusterctl release files accepted
-//! by the API server, the argument lists of Cluster API tooling (`flags`), the provider under
+//! by the API server, Cluster API's conventions for them (`conventions`), the argument lists of Cluster API tooling (`flags`), the provider under
 //! exactly the RBAC `deploy/` grants (`rbac`), two replicas with leader election (`leader`), and a
 //! real Prometheus scraping it with every query of the dashboard and the alerts (`prometheus`).
 
+mod conventions;
 mod flags;
 mod leader;
 mod prometheus;
@@ -274,7 +275,7 @@ fn clusterctl_components_are_current_complete_and_accepted_by_the_api_server() {
     let version = version.split_whitespace().last().expect("ferro-ipam --version prints a version");
     let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap());
     let (major, minor) = (parts.next().unwrap(), parts.next().unwrap());
-    let metadata = &yaml_documents(&std::fs::read_to_string(deploy("clusterctl/metadata.yaml")).unwrap())[0];
+    let metadata = &yaml_documents(&std::fs::read_to_string(repo_root().join("metadata.yaml")).unwrap())[0];
     assert_eq!(metadata["kind"], "Metadata");
     assert_eq!(metadata["apiVersion"], "clusterctl.cluster.x-k8s.io/v1alpha3");
     let series = metadata["releaseSeries"].as_array().unwrap();

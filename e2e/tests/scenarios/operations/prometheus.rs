@@ -192,6 +192,15 @@ async fn prometheus_scrapes_pool_gauges_equal_to_status_and_runs_every_dashboard
         assert!(!values.is_empty(), "dashboard variable {} has no values", variable["name"]);
     }
     assert!(prometheus.label_values("namespace", "ferro_ipam_pool_addresses").unwrap().contains(&s.ns));
+    // The series Cluster API dashboards read from every controller-runtime-based provider.
+    for expr in [
+        r#"controller_runtime_reconcile_total{controller="claim",result="success"}"#,
+        "controller_runtime_reconcile_time_seconds_bucket",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(!prometheus.query(expr).unwrap().is_empty(), "Prometheus has no {expr}");
+    }
 
     // Every alert expression is valid; each fires on the condition this scenario set up, except
     // those meant to stay empty while the provider is healthy.
