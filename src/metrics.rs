@@ -4,7 +4,10 @@
 //! labels. Series are per pool or per controller, never per claim, so cardinality is bounded by
 //! the number of pools.
 
+mod controller_runtime;
 mod process;
+
+use controller_runtime::ControllerRuntime;
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -62,13 +65,6 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
-/// Labels of controller-runtime's reconcile counter: `result` is `success` or `error`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub controller: String,
-    pub result: String,
-}
-
 /// Labels of a controller's failures.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -82,7 +78,7 @@ struct BuildLabels {
 }
 
 #[derive(Clone)]
-pub struct Buckets(&'static [f64]);
+pub struct Buckets(pub(crate) &'static [f64]);
 
 impl MetricConstructor<Histogram> for Buckets {
     fn new_metric(&self) -> Histogram {
@@ -92,66 +88,6 @@ impl MetricConstructor<Histogram> for Buckets {
 
 const RECONCILE_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-/// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
-const CONTROLLER_RUNTIME_BUCKETS: &[f64] = &[
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
-    1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
-];
-
-/// The series controller-runtime exports for each controller, fed by [`Metrics::reconciled`].
-struct ControllerRuntime {
-    reconciles: Family<ResultLabels, Counter>,
-    errors: Family<ControllerLabels, Counter>,
-    time: Family<ControllerLabels, Histogram, Buckets>,
-}
-
-impl ControllerRuntime {
-    fn new() -> Self {
-        ControllerRuntime {
-            reconciles: Family::default(),
-            errors: Family::default(),
-            time: Family::new_with_constructor(Buckets(CONTROLLER_RUNTIME_BUCKETS)),
-        }
-    }
-
-    /// Registers them, and `active_workers` (ferro-ipam's reconciles in flight), unprefixed.
-    fn register(&self, registry: &mut Registry, active_workers: &Family<ControllerLabels, Gauge>) {
-        registry.register(
-            "controller_runtime_reconcile",
-            "Total number of reconciliations per controller",
-            self.reconciles.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            self.errors.clone(),
-        );
-        registry.register_with_unit(
-            "controller_runtime_reconcile_time",
-            "Length of time per reconciliation per controller",
-            prometheus_client::registry::Unit::Seconds,
-            self.time.clone(),
-        );
-        registry.register(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            active_workers.clone(),
-        );
-    }
-
-    fn reconciled(&self, controller: &str, took: Duration, failed: bool) {
-        let result = if failed { "error" } else { "success" };
-        self.reconciles
-            .get_or_create(&ResultLabels { controller: controller.to_owned(), result: result.to_owned() })
-            .inc();
-        let labels = ControllerLabels { controller: controller.to_owned() };
-        if failed {
-            self.errors.get_or_create(&labels).inc();
-        }
-        self.time.get_or_create(&labels).observe(took.as_secs_f64());
-    }
-}
 
 /// Every metric ferro-ipam exports.
 pub struct Metrics {
