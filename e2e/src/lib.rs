@@ -3,6 +3,7 @@
 //! handle drops, and with the test process at the latest.
 
 pub mod certs;
+pub mod https;
 pub mod invariants;
 pub mod objects;
 pub mod peer;

@@ -7,12 +7,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use ferro_ipam_e2e::Provider;
 use ferro_ipam_e2e::invariants::HAND_MADE_LABEL;
 use ferro_ipam_e2e::objects::Scope;
 use serde_json::{Value, json};
 
 use super::prometheus_server::{Prometheus, binaries, promtool, scrape_config};
-use super::{deploy, find, kustomize};
+use super::{deploy, find, kustomize, scraper_token};
 use crate::PROMPTLY;
 
 /// Alert expressions that are empty while ferro-ipam is healthy (here: while a leader runs).
@@ -132,13 +133,18 @@ async fn prometheus_scrapes_pool_gauges_equal_to_status_and_runs_every_dashboard
     let started = Instant::now();
     let s = Scope::wide("prometheus").await;
     let global = s.global_name("global");
-    let provider = s.provider();
+    // As deployed: HTTPS, and Prometheus sends the token of a ServiceAccount bound to
+    // ferro-ipam-metrics-reader.
+    let provider = Provider::start_secure(s.plane, &s.provider_args()).unwrap();
+    let token_file = s.plane.dir.join(format!("{}-prometheus.token", s.ns));
+    std::fs::write(&token_file, scraper_token(s.plane, &s.ns, "prometheus", true)).unwrap();
 
     let plane = s.plane;
     let monitoring = kustomize(plane, &deploy("with-monitoring"));
     let endpoint = &find(&monitoring, "ServiceMonitor", "ferro-ipam")["spec"]["endpoints"][0];
     let rules = find(&monitoring, "PrometheusRule", "ferro-ipam")["spec"].clone();
-    let prometheus = Prometheus::start(&server, scrape_config(endpoint, &provider.metrics), &rules).unwrap();
+    let prometheus =
+        Prometheus::start(&server, scrape_config(endpoint, &provider.metrics, &token_file), &rules).unwrap();
     promtool(&tool, &["check", "rules", &prometheus.rules.to_string_lossy()]).unwrap();
     promtool(&tool, &["check", "config", &prometheus.config.to_string_lossy()]).unwrap();
 
