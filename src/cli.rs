@@ -91,15 +91,20 @@ pub struct RunFlags {
     #[arg(long)]
     pub watch_filter: Option<String>,
 
-    /// Address the metrics endpoint (/metrics) listens on; "0" disables it.
-    #[arg(long, alias = "metrics-bind-address", alias = "metrics-bind-addr", default_value = "127.0.0.1:8080")]
+    /// Address the metrics endpoint (/metrics) listens on; "0" disables it. It serves HTTPS and
+    /// lets in only scrapers the API server authorises (TokenReview, SubjectAccessReview).
+    #[arg(long, alias = "metrics-bind-address", alias = "metrics-bind-addr", default_value = ":8443")]
     pub diagnostics_address: String,
 
-    /// Serve /metrics over plain HTTP, without authentication. This is currently the only mode:
-    /// the flag is accepted so that Cluster API manifests that pass it work.
-    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = parse_bool, num_args = 0..=1, require_equals = true,
-          default_value = "false", default_missing_value = "true")]
+    /// Serve /metrics over plain HTTP, to anyone, instead.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = parse_bool, num_args = 0..=1,
+          require_equals = true, default_value = "false", default_missing_value = "true")]
     pub insecure_diagnostics: bool,
+
+    /// Directory holding tls.crt and tls.key for the metrics endpoint. Default: a self-signed
+    /// certificate made at start-up.
+    #[arg(long, value_name = "DIR")]
+    pub tls_cert_dir: Option<PathBuf>,
 
     /// Lowest TLS version of the diagnostics endpoint.
     #[arg(long, value_enum, default_value_t = TlsVersion::Tls12)]

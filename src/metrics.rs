@@ -1,5 +1,13 @@
-//! Prometheus metrics, all under the `ferro_ipam_` prefix. Series are per pool or per controller,
-//! never per claim, so cardinality is bounded by the number of pools.
+//! Prometheus metrics: ferro-ipam's own under the `ferro_ipam_` prefix, and beside them those that
+//! Cluster API dashboards and alerts read from every controller-runtime-based provider: the
+//! standard `process_*` series and controller-runtime's reconcile series, with its names and
+//! labels. Series are per pool or per controller, never per claim, so cardinality is bounded by
+//! the number of pools.
+
+mod controller_runtime;
+mod process;
+
+use controller_runtime::ControllerRuntime;
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -70,7 +78,7 @@ struct BuildLabels {
 }
 
 #[derive(Clone)]
-pub struct Buckets(&'static [f64]);
+pub struct Buckets(pub(crate) &'static [f64]);
 
 impl MetricConstructor<Histogram> for Buckets {
     fn new_metric(&self) -> Histogram {
@@ -98,6 +106,7 @@ pub struct Metrics {
     pub reconciles_in_flight: Family<ControllerLabels, Gauge>,
     pub claims_waiting: Gauge,
     pub leader: Gauge,
+    controller_runtime: ControllerRuntime,
 }
 
 impl Default for Metrics {
@@ -108,7 +117,7 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("ferro_ipam");
+        let mut root = Registry::default();
         let metrics = Metrics {
             pool_addresses: Family::default(),
             pool_conflicts: Family::default(),
@@ -124,8 +133,12 @@ impl Metrics {
             reconciles_in_flight: Family::default(),
             claims_waiting: Gauge::default(),
             leader: Gauge::default(),
+            controller_runtime: ControllerRuntime::new(),
             registry: Registry::default(),
         };
+        root.register_collector(Box::new(process::ProcessCollector));
+        metrics.controller_runtime.register(&mut root, &metrics.reconciles_in_flight);
+        let registry = root.sub_registry_with_prefix("ferro_ipam");
         let build: Family<BuildLabels, Gauge> = Family::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").to_owned() }).set(1);
         registry.register("build_info", "Build of the running binary (always 1)", build);
@@ -185,7 +198,7 @@ impl Metrics {
             "1 while this replica holds the leader lease (or runs without leader election)",
             metrics.leader.clone(),
         );
-        Metrics { registry, ..metrics }
+        Metrics { registry: root, ..metrics }
     }
 
     /// The Prometheus text exposition of every metric.
@@ -257,8 +270,10 @@ impl Metrics {
         self.reconciles_in_flight.clear();
     }
 
-    /// Counts one reconcile of `controller` that took `took`, and its error if it failed.
+    /// Counts one reconcile of `controller` that took `took`, and its error if it failed, in
+    /// ferro-ipam's series and in controller-runtime's.
     pub fn reconciled(&self, controller: &str, took: Duration, error: Option<&str>) {
+        self.controller_runtime.reconciled(controller, took, error.is_some());
         let labels = ControllerLabels { controller: controller.to_owned() };
         self.reconciles.get_or_create(&labels).inc();
         self.reconcile_duration.get_or_create(&labels).observe(took.as_secs_f64());
@@ -315,6 +330,41 @@ mod tests {
             text.contains(r#"ferro_ipam_allocations_total{kind="InClusterIPPool",namespace="ns",pool="nodes"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn reconciles_are_also_counted_under_controller_runtimes_names_and_labels() {
+        let metrics = Metrics::new();
+        metrics.reconciled("claim", Duration::from_millis(3), None);
+        metrics.reconciled("claim", Duration::from_millis(7), Some("api"));
+        metrics.reconciles_in_flight.get_or_create(&ControllerLabels { controller: "claim".into() }).inc();
+        let text = metrics.encode();
+        for series in [
+            r#"controller_runtime_reconcile_total{controller="claim",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="claim",result="error"} 1"#,
+            r#"controller_runtime_reconcile_errors_total{controller="claim"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="claim"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{le="0.005",controller="claim"} 1"#,
+            r#"controller_runtime_active_workers{controller="claim"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from:\n{text}");
+        }
+        assert!(!text.contains("ferro_ipam_controller_runtime"), "controller-runtime's names carry no prefix");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn process_series_are_exported_under_their_standard_names() {
+        let text = Metrics::new().encode();
+        for name in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_start_time_seconds ",
+            "process_open_fds ",
+            "process_max_fds ",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(name)), "{name} missing from:\n{text}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod clock;
+pub mod https;
 pub mod invariants;
 pub mod leadership;
 pub mod objects;

@@ -24,9 +24,18 @@ pub struct Provider {
 
 impl Provider {
     /// Starts the provider with `args` besides kubeconfig and listen addresses, and waits until it
-    /// is ready (its index is complete, or it stands by for the lease).
+    /// is ready (its index is complete, or it stands by for the lease). Its metrics are plain
+    /// HTTP (`--insecure-diagnostics`), for [`Provider::metrics_text`].
     pub fn start(plane: &ControlPlane, args: &[&str]) -> Result<Provider> {
         let provider = Provider::launch(plane, &plane.kubeconfig, args)?;
+        provider.wait_ready(Duration::from_secs(60))?;
+        Ok(provider)
+    }
+
+    /// Like [`Provider::start`], with metrics over HTTPS for authorised scrapers, as deployed
+    /// ([`Provider::scrape`]).
+    pub fn start_secure(plane: &ControlPlane, args: &[&str]) -> Result<Provider> {
+        let provider = Provider::launch_secure(plane, &plane.kubeconfig, args)?;
         provider.wait_ready(Duration::from_secs(60))?;
         Ok(provider)
     }
@@ -43,12 +52,28 @@ impl Provider {
         args: &[&str],
         env: &[(String, String)],
     ) -> Result<Provider> {
+        let mut all = vec!["--insecure-diagnostics"];
+        all.extend(args);
+        Provider::launch_secure_with_env(plane, kubeconfig, &all, env)
+    }
+
+    /// Like [`Provider::launch`], with metrics over HTTPS for authorised scrapers.
+    pub fn launch_secure(plane: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) -> Result<Provider> {
+        Provider::launch_secure_with_env(plane, kubeconfig, args, &[])
+    }
+
+    fn launch_secure_with_env(
+        plane: &ControlPlane,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Provider> {
         let metrics = format!("127.0.0.1:{}", free_port());
         let health = format!("127.0.0.1:{}", free_port());
         let mut all: Vec<String> = vec!["--kubeconfig".into(), kubeconfig.to_string_lossy().into_owned()];
         all.extend(
             [
-                "--metrics-bind-address",
+                "--diagnostics-address",
                 &metrics,
                 "--health-probe-bind-address",
                 &health,
@@ -97,6 +122,11 @@ impl Provider {
     /// The Prometheus text of `/metrics`, if it answers.
     pub fn metrics_text(&self) -> Option<String> {
         http_get(&self.metrics, "/metrics")
+    }
+
+    /// GET `/metrics` over HTTPS (any certificate accepted) with `token`: status and body.
+    pub fn scrape(&self, token: Option<&str>) -> Result<(u16, String)> {
+        crate::https::get(&self.metrics, "/metrics", token, &crate::https::Trust::Anything, false)
     }
 
     /// SIGKILL: no chance to clean up, as in a crash.

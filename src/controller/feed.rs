@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::api::capi::IPAddress;
 use crate::index::{HoldKind, HolderKey, Index, PoolKey, Trigger};
@@ -20,6 +20,8 @@ pub struct AddressFeed {
     known: HashMap<HolderKey, PoolKey>,
     relisted: Option<HashSet<HolderKey>>,
     listed_once: bool,
+    /// The watch failed since the last complete listing.
+    stale: bool,
     on_listed: Option<Box<dyn FnOnce() + Send>>,
 }
 
@@ -31,6 +33,7 @@ impl AddressFeed {
             known: HashMap::new(),
             relisted: None,
             listed_once: false,
+            stale: false,
             on_listed: Some(Box::new(on_listed)),
         }
     }
@@ -58,8 +61,22 @@ impl AddressFeed {
                     if let Some(done) = self.on_listed.take() {
                         done();
                     }
+                } else if self.stale {
+                    self.stale = false;
+                    self.index.set_ready();
+                    info!("IPAddresses listed again after a watch failure: claims allocate again");
                 }
             }
+        }
+    }
+
+    /// The watch failed: addresses may have been made or deleted meanwhile, so no claim
+    /// allocates until the listing that follows is complete.
+    pub fn failed(&mut self) {
+        if self.listed_once && !self.stale {
+            self.stale = true;
+            self.index.set_stale();
+            warn!("the IPAddress watch failed: allocations wait until every IPAddress is listed again");
         }
     }
 

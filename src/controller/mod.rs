@@ -12,6 +12,7 @@ pub mod pool;
 pub mod provider;
 pub mod run;
 mod triggers;
+mod watches;
 
 pub use context::Context;
 

@@ -17,7 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::keys::WATCH_FILTER_LABEL;
@@ -34,6 +34,7 @@ use super::error::Error;
 use super::feed::{AddressFeed, PoolFeed};
 use super::pool::{self, PoolObject};
 use super::triggers::{self, Wake};
+use super::watches::{WatchBackoff, relisting, watched};
 
 /// How long a claim reconcile waits at most for the watch to show the claim's own last write.
 const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
@@ -158,29 +159,6 @@ where
     result
 }
 
-/// Tells the health probe how a watch fares: its first failure of a streak is a WARN, its
-/// recovery an INFO, the retries between them debug.
-fn watched<S, K>(name: &str, health: Health, stream: S) -> impl Stream<Item = S::Item> + Send + use<S, K>
-where
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-{
-    let name = name.to_owned();
-    stream.inspect(move |item| match item {
-        Ok(_) => {
-            if health.watch_ok(&name) {
-                info!(watch = %name, "watch recovered");
-            }
-        }
-        Err(error) => {
-            if health.watch_failed(&name) {
-                warn!(watch = %name, %error, "watch failed; retrying with backoff");
-            } else {
-                debug!(watch = %name, %error, "watch still failing");
-            }
-        }
-    })
-}
-
 fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
     warn!(%error, kind = error.metric_label(), "reconcile failed; retrying");
     Action::requeue(error.retry_after())
@@ -215,7 +193,8 @@ where
     let (store, writer) = reflector::store();
     let mut feed = PoolFeed::new(index.clone(), listed);
     let watch =
-        watched(&K::kind(&()), ctx.health.clone(), watcher(api, settings.filtered()).default_backoff()).modify(lean);
+        watched(&K::kind(&()), ctx.health.clone(), watcher(api, settings.filtered()).backoff(WatchBackoff::default()))
+            .modify(lean);
     let events = reflector::reflector(writer, watch).map(move |event| {
         if let Ok(event) = &event {
             feed.apply(event);
@@ -258,16 +237,19 @@ pub async fn run(
     let (addresses, address_writer) = store_with(address_resource.clone());
     let mut address_feed = AddressFeed::new(index.clone(), gate());
     let address_api: Api<IPAddress> = settings.scoped(&client, &address_resource);
+    // After a failure the addresses are listed again, and claims wait until that listing is
+    // complete: addresses made or deleted by hand while the watch was down are known before
+    // anything is allocated (see `AddressFeed::failed`).
+    let addresses_from_scratch =
+        relisting(Arc::new(move || watcher(address_api.clone(), watcher::Config::default()).boxed()));
     let address_watch = drain(
         reflector::reflector(
             address_writer,
-            watched("IPAddress", health.clone(), watcher(address_api, watcher::Config::default()).default_backoff())
-                .modify(lean),
+            watched("IPAddress", health.clone(), addresses_from_scratch.backoff(WatchBackoff::default())).modify(lean),
         )
-        .map(move |event| {
-            if let Ok(event) = &event {
-                address_feed.apply(event);
-            }
+        .map(move |event| match &event {
+            Ok(event) => address_feed.apply(event),
+            Err(_) => address_feed.failed(),
         }),
     );
 
@@ -277,8 +259,12 @@ pub async fn run(
     let (claims, claim_writer) = store_with(claim_resource.clone());
     let claim_events = reflector::reflector(
         claim_writer,
-        watched("IPAddressClaim", health.clone(), watcher(claim_api, settings.filtered()).default_backoff())
-            .modify(lean),
+        watched(
+            "IPAddressClaim",
+            health.clone(),
+            watcher(claim_api, settings.filtered()).backoff(WatchBackoff::default()),
+        )
+        .modify(lean),
     );
     let (claims_relisted, claim_relistings) = triggers::relistings();
     let claim_watch = triggers::objects(claim_events, Wake::Applied, claims_relisted.clone());
@@ -292,7 +278,8 @@ pub async fn run(
         let claims = claims.clone();
         let tx = claim_tx.clone();
         let claim_resource = claim_resource.clone();
-        let watch = watched("Cluster", health.clone(), watcher(api, settings.filtered()).default_backoff());
+        let watch =
+            watched("Cluster", health.clone(), watcher(api, settings.filtered()).backoff(WatchBackoff::default()));
         let (clusters_relisted, cluster_relistings) = triggers::relistings();
         let claims_relisted = claims_relisted.clone();
         // A relisting may bring Clusters changed while the watch was down: every claim and
@@ -353,7 +340,7 @@ pub async fn run(
             let vip_claims = watched(
                 "control-plane VIP IPAddressClaim",
                 health.clone(),
-                watcher(claim_api, watcher::Config::default().labels(&selector)).default_backoff(),
+                watcher(claim_api, watcher::Config::default().labels(&selector)).backoff(WatchBackoff::default()),
             )
             .touched_objects()
             .filter_map(move |claim| {

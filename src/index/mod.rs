@@ -156,6 +156,12 @@ impl Index {
         self.ready.send_replace(true);
     }
 
+    /// Marks the index incomplete again (a watch it depends on failed): claims wait in
+    /// [`Index::wait_ready`] until it is whole.
+    pub fn set_stale(&self) {
+        self.ready.send_replace(false);
+    }
+
     pub fn is_ready(&self) -> bool {
         *self.ready.borrow()
     }

@@ -1,7 +1,13 @@
-//! The diagnostics endpoint: `/metrics` on `--diagnostics-address`.
+//! The diagnostics endpoint: `/metrics` on `--diagnostics-address`. By default over HTTPS, each
+//! scrape authenticated and authorised by the API server (as Cluster API providers serve it);
+//! with `--insecure-diagnostics`, plain HTTP for anyone.
+
+mod auth;
+mod tls;
 
 use std::sync::Arc;
 
+use kube::Client;
 use tracing::{info, warn};
 
 use crate::cli::{RunFlags, parse_bind_address};
@@ -24,17 +30,38 @@ fn metrics_router(metrics: Arc<Metrics>) -> axum::Router {
     )
 }
 
-/// Starts serving `/metrics` in the background, unless `--diagnostics-address` is "0".
-pub(super) fn serve(flags: &RunFlags, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+/// Starts serving `/metrics` in the background, unless `--diagnostics-address` is "0". `client`
+/// reviews the tokens of scrapes.
+pub(super) fn serve(flags: &RunFlags, metrics: Arc<Metrics>, client: Client) -> anyhow::Result<()> {
     let Some(address) = parse_bind_address(&flags.diagnostics_address).map_err(anyhow::Error::msg)? else {
         return Ok(());
     };
     let router = metrics_router(metrics);
+    if flags.insecure_diagnostics {
+        tokio::spawn(async move {
+            if let Err(error) = health::serve(address, router).await {
+                warn!(%error, "metrics server stopped");
+            }
+        });
+        info!(%address, "serving metrics over plain HTTP, without authentication (--insecure-diagnostics)");
+        return Ok(());
+    }
+    let config = tls::server_config(flags)?;
+    let gate = Arc::new(auth::Gate::new(client));
+    let router = router.route_layer(axum::middleware::from_fn_with_state(gate, auth::authorise));
     tokio::spawn(async move {
-        if let Err(error) = health::serve(address, router).await {
+        let served = match tls::TlsListener::bind(address, config).await {
+            Ok(listener) => axum::serve(listener, router).await.map_err(anyhow::Error::from),
+            Err(error) => Err(anyhow::anyhow!("listening on {address}: {error}")),
+        };
+        if let Err(error) = served {
             warn!(%error, "metrics server stopped");
         }
     });
-    info!(%address, "serving metrics");
+    let certificate = match &flags.tls_cert_dir {
+        Some(dir) => format!("from {}", dir.display()),
+        None => "self-signed".to_owned(),
+    };
+    info!(%address, %certificate, "serving metrics over HTTPS to scrapers the API server authorises");
     Ok(())
 }

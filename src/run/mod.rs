@@ -102,7 +102,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
-    diagnostics::serve(&flags, metrics.clone())?;
+    diagnostics::serve(&flags, metrics.clone(), client.clone())?;
     if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
         let router = health.router();
         tokio::spawn(async move {

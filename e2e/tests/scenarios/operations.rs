@@ -1,8 +1,10 @@
 //! Running ferro-ipam as platform teams do: `deploy/` and the clusterctl release files accepted
-//! by the API server, the argument lists of Cluster API tooling (`flags`), the provider under
+//! by the API server, Cluster API's conventions for them (`conventions`), the argument lists of Cluster API tooling (`flags`), the provider under
 //! exactly the RBAC `deploy/` grants (`rbac`), two replicas with leader election (`leader`), and a
 //! real Prometheus scraping it with every query of the dashboard and the alerts (`prometheus`).
 
+mod conventions;
+mod diagnostics;
 mod flags;
 mod leader;
 mod prometheus;
@@ -49,6 +51,31 @@ pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 
 fn kinds(objects: &[Value]) -> BTreeSet<String> {
     objects.iter().map(|o| o["kind"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+/// A token of the ServiceAccount `name` in `ns`, bound to `deploy/`'s ClusterRole
+/// `ferro-ipam-metrics-reader` when `reader`, else to nothing.
+pub fn scraper_token(plane: &ControlPlane, ns: &str, name: &str, reader: bool) -> String {
+    plane.kubectl_ok(&["create", "serviceaccount", name, "-n", ns]).unwrap();
+    if reader {
+        let role = find(&kustomize(plane, &deploy("")), "ClusterRole", "ferro-ipam-metrics-reader").clone();
+        let file = plane.dir.join(format!("{ns}-{name}-role.json"));
+        std::fs::write(&file, role.to_string()).unwrap();
+        plane.kubectl_ok(&["apply", "--server-side", "-f", &file.to_string_lossy()]).unwrap();
+        let binding = format!("{ns}-{name}");
+        let subject = format!("{ns}:{name}");
+        plane
+            .kubectl_ok(&[
+                "create",
+                "clusterrolebinding",
+                &binding,
+                "--clusterrole=ferro-ipam-metrics-reader",
+                "--serviceaccount",
+                &subject,
+            ])
+            .unwrap();
+    }
+    plane.kubectl_ok(&["create", "token", name, "-n", ns, "--duration", "2h"]).unwrap().trim().to_owned()
 }
 
 /// Resolves clusterctl variables as `clusterctl init` does when none is set: `${NAME:=default}`
@@ -141,7 +168,8 @@ fn assert_hardened_controller(objects: &[Value]) {
             .map(|p| p["containerPort"].clone())
     };
     let health = port_of(&arg_value(args, "--health-probe-bind-address").expect("health flag"));
-    let metrics = port_of(&arg_value(args, "--metrics-bind-address").expect("metrics flag"));
+    let metrics = port_of(&arg_value(args, "--diagnostics-address").expect("metrics flag"));
+    assert!(!args.iter().any(|a| a.as_str().is_some_and(|a| a.starts_with("--insecure-diagnostics"))), "{args:?}");
     assert_eq!(port_named("health"), Some(Value::from(health)));
     assert_eq!(port_named("metrics"), Some(Value::from(metrics)));
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
@@ -230,6 +258,8 @@ fn with_monitoring_adds_a_service_monitor_and_alert_rules_that_fit_the_base() {
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
     assert_eq!(endpoint["honorLabels"], true, "pool series keep their own namespace label");
+    assert_eq!(endpoint["scheme"], "https");
+    assert!(endpoint["bearerTokenFile"].is_string(), "Prometheus sends its token: {endpoint}");
     let rules = find(&monitored, "PrometheusRule", "ferro-ipam");
     let alerts: BTreeSet<&str> =
         rules["spec"]["groups"][0]["rules"].as_array().unwrap().iter().filter_map(|r| r["alert"].as_str()).collect();
@@ -274,7 +304,7 @@ fn clusterctl_components_are_current_complete_and_accepted_by_the_api_server() {
     let version = version.split_whitespace().last().expect("ferro-ipam --version prints a version");
     let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap());
     let (major, minor) = (parts.next().unwrap(), parts.next().unwrap());
-    let metadata = &yaml_documents(&std::fs::read_to_string(deploy("clusterctl/metadata.yaml")).unwrap())[0];
+    let metadata = &yaml_documents(&std::fs::read_to_string(repo_root().join("metadata.yaml")).unwrap())[0];
     assert_eq!(metadata["kind"], "Metadata");
     assert_eq!(metadata["apiVersion"], "clusterctl.cluster.x-k8s.io/v1alpha3");
     let series = metadata["releaseSeries"].as_array().unwrap();

@@ -196,3 +196,33 @@ fn an_address_moved_to_another_pool_lets_go_of_the_old_one() {
     assert_eq!(index.report(&PoolKey::in_cluster("ns", "p")).address_objects, 0);
     assert_eq!(index.report(&PoolKey::in_cluster("ns", "q")).address_objects, 1);
 }
+
+#[test]
+fn after_a_watch_failure_nothing_is_allocated_until_the_addresses_are_listed_again() {
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
+    let (_, listed) = counter();
+    let mut pools = PoolFeed::new(index.clone(), listed);
+    pools.apply(&Event::Apply(pool("p", &["10.0.0.1-10.0.0.3"])));
+    let mut addresses = AddressFeed::new(index.clone(), {
+        let index = index.clone();
+        move || index.set_ready()
+    });
+    for event in [Event::Init, Event::InitApply(address("a", "p", "10.0.0.1")), Event::InitDone] {
+        addresses.apply(&event);
+    }
+    assert!(index.is_ready());
+    addresses.failed();
+    assert!(!index.is_ready(), "claims wait while addresses may have changed unseen");
+    // Meanwhile "a" was deleted and "hand-made" created: the new listing says so.
+    for event in [Event::Init, Event::InitApply(address("hand-made", "p", "10.0.0.2"))] {
+        addresses.apply(&event);
+    }
+    assert!(!index.is_ready(), "a listing counts only once complete");
+    addresses.apply(&Event::InitDone);
+    assert!(index.is_ready());
+    let key = PoolKey::in_cluster("ns", "p");
+    let first = index.allocate(&key, &HolderKey::new("ns", "x"), Request::default()).unwrap();
+    assert_eq!(first.to_string(), "10.0.0.1", "the address deleted meanwhile is free again");
+    let second = index.allocate(&key, &HolderKey::new("ns", "y"), Request::default()).unwrap();
+    assert_eq!(second.to_string(), "10.0.0.3", "the hand-made one is never handed out");
+}

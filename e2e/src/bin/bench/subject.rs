@@ -34,7 +34,7 @@ impl Running {
                     .arg("--kubeconfig")
                     .arg(&plane.kubeconfig)
                     .args(["--health-probe-bind-address", &health])
-                    .args(["--metrics-bind-address", &metrics])
+                    .args(["--diagnostics-address", &metrics, "--insecure-diagnostics"])
                     .args(&config.ferro_args);
                 let process = Process::start("ferro-ipam", command, plane.dir.join("ferro-ipam.log"))?;
                 Running::Process { process, health: Some(health) }

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use super::{deploy, find, kustomize};
+use super::{deploy, find, kustomize, scraper_token};
 use crate::PROMPTLY;
 
 fn private_plane() -> &'static ControlPlane {
@@ -98,8 +98,14 @@ async fn namespace(plane: &'static ControlPlane, name: &str) -> Scope {
     Scope { plane, client, ns: name.to_owned(), filter: None }
 }
 
-/// The provider is ready, holds `lease` in `lease_namespace`, serves metrics and allocates.
-async fn assert_serves(provider: &Provider, s: &Scope, lease_namespace: &str, lease: &str) {
+/// The provider is ready, holds `lease` in `lease_namespace` and allocates; `metrics` scrapes it.
+async fn assert_serves(
+    provider: &Provider,
+    s: &Scope,
+    lease_namespace: &str,
+    lease: &str,
+    metrics: impl Fn() -> Option<String>,
+) {
     provider.wait_ready(Duration::from_secs(60)).unwrap();
     let leases: Api<Lease> = Api::namespaced(s.client.clone(), lease_namespace);
     s.eventually("the provider holds its Lease", PROMPTLY, || async {
@@ -110,8 +116,8 @@ async fn assert_serves(provider: &Provider, s: &Scope, lease_namespace: &str, le
     s.pool("nodes", json!({"addresses": ["10.90.0.10-10.90.0.12"], "prefix": 24})).await.unwrap();
     s.claim("c", "InClusterIPPool", "nodes").await.unwrap();
     s.wait_allocated("c", PROMPTLY).await.unwrap_or_else(|e| panic!("{e:#}\n{}", provider.log_tail(30)));
-    let metrics = provider.metrics_text().expect("metrics are served");
-    assert!(metrics.contains("ferro_ipam_leader 1"), "{metrics}");
+    let text = metrics().expect("metrics are served");
+    assert!(text.contains("ferro_ipam_leader 1"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -123,15 +129,19 @@ async fn the_operators_and_the_in_cluster_providers_argument_lists_start_and_ser
     let args = operator_args(&manifest_args(plane, "ferro-ipam-system"), &health, &metrics, &s.ns);
     eprintln!("cluster-api-operator's argument list: {args:?}");
     let mut provider = Provider::launch_exactly(plane, &args, health, metrics).unwrap();
-    assert_serves(&provider, &s, &s.ns, "ferro-ipam-lease").await;
+    assert_serves(&provider, &s, &s.ns, "ferro-ipam-lease", || provider.metrics_text()).await;
     let log = provider.log_tail(5);
     assert!(log.lines().all(|l| l.starts_with('{')), "--logging-format=json writes JSON lines:\n{log}");
     assert!(provider.stop().is_some_and(|status| status.success()), "{}", provider.log_tail(20));
 
     // The in-cluster provider's manager runs with `--leader-elect` and nothing else: every other
-    // setting, the probe and metrics addresses included, is the default.
+    // setting, the probe and metrics addresses included, is the default, so metrics are HTTPS
+    // for authorised scrapers.
     let s = namespace(plane, "in-cluster-args").await;
     let args = vec!["--leader-elect".to_owned()];
-    let provider = Provider::launch_exactly(plane, &args, "127.0.0.1:9440".into(), "127.0.0.1:8080".into()).unwrap();
-    assert_serves(&provider, &s, "default", "ferro-ipam-leader").await;
+    let provider = Provider::launch_exactly(plane, &args, "127.0.0.1:9440".into(), "127.0.0.1:8443".into()).unwrap();
+    let reader = scraper_token(plane, &s.ns, "prometheus", true);
+    let scrape = || provider.scrape(Some(&reader)).ok().filter(|(status, _)| *status == 200).map(|(_, body)| body);
+    assert_serves(&provider, &s, "default", "ferro-ipam-leader", scrape).await;
+    assert_eq!(provider.scrape(None).unwrap().0, 401);
 }

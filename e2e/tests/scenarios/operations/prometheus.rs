@@ -7,12 +7,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use ferro_ipam_e2e::Provider;
 use ferro_ipam_e2e::invariants::HAND_MADE_LABEL;
 use ferro_ipam_e2e::objects::Scope;
 use serde_json::{Value, json};
 
 use super::prometheus_server::{Prometheus, binaries, promtool, scrape_config};
-use super::{deploy, find, kustomize};
+use super::{deploy, find, kustomize, scraper_token};
 use crate::PROMPTLY;
 
 /// Alert expressions that are empty while ferro-ipam is healthy (here: while a leader runs).
@@ -132,13 +133,18 @@ async fn prometheus_scrapes_pool_gauges_equal_to_status_and_runs_every_dashboard
     let started = Instant::now();
     let s = Scope::wide("prometheus").await;
     let global = s.global_name("global");
-    let provider = s.provider();
+    // As deployed: HTTPS, and Prometheus sends the token of a ServiceAccount bound to
+    // ferro-ipam-metrics-reader.
+    let provider = Provider::start_secure(s.plane, &s.provider_args()).unwrap();
+    let token_file = s.plane.dir.join(format!("{}-prometheus.token", s.ns));
+    std::fs::write(&token_file, scraper_token(s.plane, &s.ns, "prometheus", true)).unwrap();
 
     let plane = s.plane;
     let monitoring = kustomize(plane, &deploy("with-monitoring"));
     let endpoint = &find(&monitoring, "ServiceMonitor", "ferro-ipam")["spec"]["endpoints"][0];
     let rules = find(&monitoring, "PrometheusRule", "ferro-ipam")["spec"].clone();
-    let prometheus = Prometheus::start(&server, scrape_config(endpoint, &provider.metrics), &rules).unwrap();
+    let prometheus =
+        Prometheus::start(&server, scrape_config(endpoint, &provider.metrics, &token_file), &rules).unwrap();
     promtool(&tool, &["check", "rules", &prometheus.rules.to_string_lossy()]).unwrap();
     promtool(&tool, &["check", "config", &prometheus.config.to_string_lossy()]).unwrap();
 
@@ -192,6 +198,15 @@ async fn prometheus_scrapes_pool_gauges_equal_to_status_and_runs_every_dashboard
         assert!(!values.is_empty(), "dashboard variable {} has no values", variable["name"]);
     }
     assert!(prometheus.label_values("namespace", "ferro_ipam_pool_addresses").unwrap().contains(&s.ns));
+    // The series Cluster API dashboards read from every controller-runtime-based provider.
+    for expr in [
+        r#"controller_runtime_reconcile_total{controller="claim",result="success"}"#,
+        "controller_runtime_reconcile_time_seconds_bucket",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(!prometheus.query(expr).unwrap().is_empty(), "Prometheus has no {expr}");
+    }
 
     // Every alert expression is valid; each fires on the condition this scenario set up, except
     // those meant to stay empty while the provider is healthy.

@@ -144,8 +144,9 @@ fn encode(value: &str) -> String {
 }
 
 /// The scrape config a Prometheus operator derives from a ServiceMonitor endpoint, for one target
-/// with the labels the operator would give a pod of the metrics Service.
-pub fn scrape_config(endpoint: &Value, target: &str) -> Value {
+/// with the labels the operator would give a pod of the metrics Service. `token_file` stands in
+/// for the endpoint's `bearerTokenFile` (in a pod, the mounted ServiceAccount token).
+pub fn scrape_config(endpoint: &Value, target: &str, token_file: &Path) -> Value {
     let relabelings: Vec<Value> = endpoint["metricRelabelings"]
         .as_array()
         .into_iter()
@@ -167,7 +168,7 @@ pub fn scrape_config(endpoint: &Value, target: &str) -> Value {
             rule
         })
         .collect();
-    json!({
+    let mut config = json!({
         "job_name": "ferro-ipam-metrics",
         "honor_labels": endpoint["honorLabels"].as_bool().unwrap_or(false),
         "metrics_path": endpoint["path"].as_str().unwrap_or("/metrics"),
@@ -182,7 +183,17 @@ pub fn scrape_config(endpoint: &Value, target: &str) -> Value {
             },
         }],
         "metric_relabel_configs": relabelings,
-    })
+    });
+    if let Some(scheme) = endpoint["scheme"].as_str() {
+        config["scheme"] = json!(scheme);
+    }
+    if let Some(skip) = endpoint["tlsConfig"]["insecureSkipVerify"].as_bool() {
+        config["tls_config"] = json!({"insecure_skip_verify": skip});
+    }
+    if endpoint["bearerTokenFile"].is_string() {
+        config["authorization"] = json!({"type": "Bearer", "credentials_file": token_file});
+    }
+    config
 }
 
 #[test]

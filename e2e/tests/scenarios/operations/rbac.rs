@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{deploy, find, kustomize};
+use super::{deploy, find, kustomize, scraper_token};
 use crate::PROMPTLY;
 use crate::providers::{PROVIDER_A, install_kind};
 use crate::vip::{self, vip_pool};
@@ -246,7 +246,7 @@ async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
         .kubectl_ok(&["create", "token", "ferro-ipam-controller", "-n", "ferro-ipam-system", "--duration", "2h"])
         .unwrap();
     let config = kubeconfig(plane, "ferro-ipam-controller", &format!("    token: {}", token.trim()));
-    let mut provider = Provider::launch(
+    let mut provider = Provider::launch_secure(
         plane,
         &config,
         &[
@@ -263,6 +263,10 @@ async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
     provider.wait_ready(std::time::Duration::from_secs(60)).unwrap();
     let s = scope_on(plane, "rbac-full-scenario").await;
     full_scenario(&s).await;
+    // A scrape, as Prometheus makes it: the provider reviews the token with the API server.
+    let reader = scraper_token(plane, &s.ns, "prometheus", true);
+    let (status, body) = provider.scrape(Some(&reader)).unwrap();
+    assert_eq!(status, 200, "{body}");
     let log = provider.log_tail(100_000);
     provider.stop();
     assert!(!log.to_lowercase().contains("forbidden"), "the provider was refused something:\n{log}");

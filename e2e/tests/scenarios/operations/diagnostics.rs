@@ -1,0 +1,55 @@
+//! The metrics endpoint as deployed: HTTPS, and each scrape's bearer token reviewed by the API
+//! server. A token bound to `deploy/`'s `ferro-ipam-metrics-reader` scrapes; another token gets
+//! 403, none or a forged one 401. `--tls-cert-dir` and `--tls-min-version` are honoured.
+
+use ferro_ipam_e2e::Provider;
+use ferro_ipam_e2e::https::{self, Trust};
+use ferro_ipam_e2e::objects::Scope;
+use ferro_ipam_e2e::process::http_get;
+use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, KeyPair, SanType};
+
+use super::scraper_token;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_scrapers_the_api_server_authorises_read_the_metrics() {
+    let s = Scope::new("diagnostics").await;
+    let provider = Provider::start_secure(s.plane, &s.provider_args()).unwrap();
+    let reader = scraper_token(s.plane, &s.ns, "prometheus", true);
+    let stranger = scraper_token(s.plane, &s.ns, "stranger", false);
+
+    let (status, body) = provider.scrape(Some(&reader)).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("ferro_ipam_build_info") && body.contains("process_cpu_seconds_total"), "{body}");
+    assert_eq!(provider.scrape(Some(&stranger)).unwrap().0, 403);
+    assert_eq!(provider.scrape(None).unwrap().0, 401);
+    assert_eq!(provider.scrape(Some("not-a-token")).unwrap().0, 401);
+    // Asked again, the answers stay (they come from memory now).
+    assert_eq!(provider.scrape(Some(&stranger)).unwrap().0, 403);
+    assert_eq!(provider.scrape(Some(&reader)).unwrap().0, 200);
+    assert!(http_get(&provider.metrics, "/metrics").is_none(), "no plain HTTP on the HTTPS port");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_certificate_from_tls_cert_dir_and_the_minimum_tls_version_are_used() {
+    let s = Scope::new("diagnostics-tls").await;
+    let dir = s.plane.dir.join(format!("{}-certs", s.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().unwrap();
+    let certificate = params.signed_by(&key, &s.plane.credentials.ca).unwrap();
+    std::fs::write(dir.join("tls.crt"), certificate.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
+
+    let mut args = s.provider_args();
+    let dir_arg = dir.to_string_lossy().into_owned();
+    args.extend(["--tls-cert-dir", &dir_arg, "--tls-min-version", "VersionTLS13"]);
+    let provider = Provider::start_secure(s.plane, &args).unwrap();
+    let reader = scraper_token(s.plane, &s.ns, "prometheus", true);
+    let signed_by_the_ca = Trust::Ca(&s.plane.credentials.ca_cert, "localhost");
+    let (status, body) = https::get(&provider.metrics, "/metrics", Some(&reader), &signed_by_the_ca, false).unwrap();
+    assert_eq!(status, 200, "the certificate from --tls-cert-dir verifies against its CA: {body}");
+    let tls12 = https::get(&provider.metrics, "/metrics", Some(&reader), &signed_by_the_ca, true);
+    assert!(tls12.is_err(), "a TLS 1.2 client is refused under --tls-min-version=VersionTLS13: {tls12:?}");
+}

@@ -1,0 +1,131 @@
+//! How the watches behave when the API server goes away: how soon they retry, what they tell
+//! the health probe, and, for `IPAddress`es, a full relisting after every failure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, Event};
+use tracing::{debug, info, warn};
+
+use crate::health::Health;
+
+/// Retries of a failed watch: 250 ms, doubling up to 4 s, back to the start after a success.
+/// (kube's default goes up to 30 s and resets only after two quiet minutes, so after an API
+/// server restart the claims watch could stay away for half a minute.)
+#[derive(Clone, Debug)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+const FIRST_RETRY: Duration = Duration::from_millis(250);
+const LONGEST_RETRY: Duration = Duration::from_secs(4);
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff { next: FIRST_RETRY }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(LONGEST_RETRY);
+        Some(delay)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = FIRST_RETRY;
+    }
+}
+
+/// Tells the health probe how a watch fares: its first failure of a streak is a WARN, its
+/// recovery an INFO, the retries between them debug.
+pub fn watched<S, K>(name: &str, health: Health, stream: S) -> impl Stream<Item = S::Item> + Send + use<S, K>
+where
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+{
+    let name = name.to_owned();
+    stream.inspect(move |item| match item {
+        Ok(_) => {
+            if health.watch_ok(&name) {
+                info!(watch = %name, "watch recovered");
+            }
+        }
+        Err(error) => {
+            if health.watch_failed(&name) {
+                warn!(watch = %name, %error, "watch failed; retrying with backoff");
+            } else {
+                debug!(watch = %name, %error, "watch still failing");
+            }
+        }
+    })
+}
+
+/// A watch that lists everything again after each failure, instead of resuming: what changed
+/// while it was down arrives as one listing whose end (`InitDone`) says the store and the index
+/// are whole again. `start` makes a fresh watcher stream.
+pub fn relisting<K: Send + 'static>(
+    start: Arc<dyn Fn() -> BoxStream<'static, Result<Event<K>, watcher::Error>> + Send + Sync>,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send {
+    futures::stream::unfold(None, move |current: Option<BoxStream<'static, _>>| {
+        let start = start.clone();
+        async move {
+            let mut stream = current.unwrap_or_else(|| start());
+            match stream.next().await? {
+                Ok(event) => Some((Ok(event), Some(stream))),
+                // Dropped: the next poll (after the backoff) starts over with a full listing.
+                Err(error) => Some((Err(error), None)),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn retries_start_quick_stay_short_and_start_over_after_a_success() {
+        let mut backoff = WatchBackoff::default();
+        let delays: Vec<Duration> = backoff.by_ref().take(7).collect();
+        assert_eq!(delays[0], Duration::from_millis(250));
+        assert_eq!(*delays.iter().max().unwrap(), LONGEST_RETRY);
+        backoff.reset();
+        assert_eq!(backoff.next(), Some(FIRST_RETRY));
+    }
+
+    #[tokio::test]
+    async fn a_failed_watch_starts_over_with_a_full_listing() {
+        let started = Arc::new(AtomicUsize::new(0));
+        let counter = started.clone();
+        let start: Arc<dyn Fn() -> BoxStream<'static, Result<Event<ConfigMap>, watcher::Error>> + Send + Sync> =
+            Arc::new(move || {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let mut events = vec![Ok(Event::Init), Ok(Event::InitDone)];
+                if n == 0 {
+                    events.push(Err(watcher::Error::NoResourceVersion));
+                }
+                futures::stream::iter(events).boxed()
+            });
+        let events: Vec<String> = relisting(start)
+            .map(|e| match e {
+                Ok(Event::Init) => "init".to_owned(),
+                Ok(Event::InitDone) => "done".to_owned(),
+                Ok(_) => "other".to_owned(),
+                Err(_) => "error".to_owned(),
+            })
+            .collect()
+            .await;
+        assert_eq!(events, ["init", "done", "error", "init", "done"]);
+        assert_eq!(started.load(Ordering::SeqCst), 2);
+    }
+}

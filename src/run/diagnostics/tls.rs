@@ -1,0 +1,196 @@
+//! HTTPS for the diagnostics endpoint: the certificate (from `--tls-cert-dir`, else self-signed),
+//! the TLS versions and cipher suites of the flags, and a listener that completes each handshake
+//! off the accept loop, so that one slow client holds up no other.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tracing::debug;
+
+use crate::cli::{CipherSuite, RunFlags, TlsVersion};
+
+/// The certificate and key files in `--tls-cert-dir`, named as controller-runtime names them.
+pub(crate) const CERT_FILE: &str = "tls.crt";
+pub(crate) const KEY_FILE: &str = "tls.key";
+
+/// How long a client may take to complete its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server configuration the flags ask for.
+pub(super) fn server_config(flags: &RunFlags) -> anyhow::Result<Arc<ServerConfig>> {
+    let (certificates, key) = match &flags.tls_cert_dir {
+        Some(dir) => read_certificate(dir)?,
+        None => self_signed()?,
+    };
+    let provider = CryptoProvider {
+        cipher_suites: cipher_suites(&flags.tls_cipher_suites),
+        ..rustls::crypto::ring::default_provider()
+    };
+    let versions: &[&rustls::SupportedProtocolVersion] = match flags.tls_min_version {
+        TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+    let config = ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(versions)
+        .context("--tls-min-version and --tls-cipher-suites leave no usable cipher suite")?
+        .with_no_client_auth()
+        .with_single_cert(certificates, key)
+        .context("the diagnostics certificate does not match its key")?;
+    Ok(Arc::new(config))
+}
+
+/// rustls' suites, TLS 1.2 ones narrowed to `chosen` when any is listed. TLS 1.3 suites stay
+/// on, as in Go: listing them changes nothing.
+fn cipher_suites(chosen: &[CipherSuite]) -> Vec<rustls::SupportedCipherSuite> {
+    use rustls::CipherSuite as Iana;
+    let iana = |suite: CipherSuite| match suite {
+        CipherSuite::Tls13Aes128GcmSha256 => Iana::TLS13_AES_128_GCM_SHA256,
+        CipherSuite::Tls13Aes256GcmSha384 => Iana::TLS13_AES_256_GCM_SHA384,
+        CipherSuite::Tls13Chacha20Poly1305Sha256 => Iana::TLS13_CHACHA20_POLY1305_SHA256,
+        CipherSuite::EcdheEcdsaAes128GcmSha256 => Iana::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        CipherSuite::EcdheEcdsaAes256GcmSha384 => Iana::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        CipherSuite::EcdheEcdsaChacha20Poly1305Sha256 => Iana::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        CipherSuite::EcdheRsaAes128GcmSha256 => Iana::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        CipherSuite::EcdheRsaAes256GcmSha384 => Iana::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        CipherSuite::EcdheRsaChacha20Poly1305Sha256 => Iana::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    };
+    let tls12: Vec<Iana> = chosen.iter().filter(|s| !s.is_tls13()).map(|s| iana(*s)).collect();
+    rustls::crypto::ring::default_provider()
+        .cipher_suites
+        .into_iter()
+        .filter(|suite| match suite {
+            rustls::SupportedCipherSuite::Tls13(_) => true,
+            rustls::SupportedCipherSuite::Tls12(_) => tls12.is_empty() || tls12.contains(&suite.suite()),
+        })
+        .collect()
+}
+
+type Certified = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn read_certificate(dir: &Path) -> anyhow::Result<Certified> {
+    let (cert_path, key_path) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
+    let certificates = CertificateDer::pem_file_iter(&cert_path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("--tls-cert-dir: reading {}", cert_path.display()))?;
+    anyhow::ensure!(!certificates.is_empty(), "--tls-cert-dir: {} holds no certificate", cert_path.display());
+    let key = PrivateKeyDer::from_pem_file(&key_path)
+        .with_context(|| format!("--tls-cert-dir: reading {}", key_path.display()))?;
+    Ok((certificates, key))
+}
+
+/// A certificate for this process only, as controller-runtime makes one when given none: for
+/// `localhost`, the loopback addresses and the pod's host name.
+fn self_signed() -> anyhow::Result<Certified> {
+    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+    if let Ok(host) = std::env::var("HOSTNAME")
+        && !host.is_empty()
+    {
+        names.push(host);
+    }
+    let certified = rcgen::generate_simple_self_signed(names).context("generating a self-signed certificate")?;
+    let key = PrivateKeyDer::try_from(certified.signing_key.serialize_der())
+        .map_err(|e| anyhow::anyhow!("encoding the self-signed key: {e}"))?;
+    Ok((vec![certified.cert.der().clone()], key))
+}
+
+/// Accepts TCP connections and hands out those whose TLS handshake succeeded.
+pub(super) struct TlsListener {
+    connections: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl TlsListener {
+    pub(super) async fn bind(address: SocketAddr, config: Arc<ServerConfig>) -> std::io::Result<TlsListener> {
+        let tcp = TcpListener::bind(address).await?;
+        let local = tcp.local_addr()?;
+        let (done, connections) = mpsc::channel(64);
+        let acceptor = TlsAcceptor::from(config);
+        tokio::spawn(async move {
+            while !done.is_closed() {
+                let (stream, peer) = match tcp.accept().await {
+                    Ok(connection) => connection,
+                    Err(error) => {
+                        // Out of file descriptors, typically: wait instead of spinning.
+                        debug!(%error, "accepting a diagnostics connection failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let (acceptor, done) = (acceptor.clone(), done.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = done.send((tls, peer)).await;
+                        }
+                        // A port scan or a plain-HTTP client: nothing the operator must act on.
+                        Ok(Err(error)) => debug!(%peer, %error, "TLS handshake refused"),
+                        Err(_) => debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { connections, local })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.connections.recv().await {
+            Some(connection) => connection,
+            // The accept loop never ends while this receiver lives.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(suites: &[rustls::SupportedCipherSuite]) -> Vec<rustls::CipherSuite> {
+        suites.iter().map(|s| s.suite()).collect()
+    }
+
+    #[test]
+    fn listed_tls12_suites_narrow_tls12_and_tls13_stays_on() {
+        let all = cipher_suites(&[]);
+        assert_eq!(all.len(), rustls::crypto::ring::default_provider().cipher_suites.len());
+        let narrowed =
+            names(&cipher_suites(&[CipherSuite::EcdheRsaAes128GcmSha256, CipherSuite::Tls13Aes256GcmSha384]));
+        assert!(narrowed.contains(&rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
+        assert!(!narrowed.contains(&rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256));
+        assert!(narrowed.contains(&rustls::CipherSuite::TLS13_AES_128_GCM_SHA256), "{narrowed:?}");
+    }
+
+    #[test]
+    fn a_certificate_directory_is_read_and_a_missing_one_is_named() {
+        let dir = std::env::temp_dir().join(format!("ferro-ipam-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(dir.join(CERT_FILE), certified.cert.pem()).unwrap();
+        std::fs::write(dir.join(KEY_FILE), certified.signing_key.serialize_pem()).unwrap();
+        let (certificates, _) = read_certificate(&dir).unwrap();
+        assert_eq!(certificates.len(), 1);
+        let missing = read_certificate(&dir.join("nowhere")).unwrap_err();
+        assert!(format!("{missing:#}").contains("--tls-cert-dir"), "{missing:#}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
