@@ -161,10 +161,10 @@ impl Rig {
         }
         findings.expect("allocation windows", leadership::check_windows(&logs));
         for replica in replicas {
-            let relists = replica.provider.log_tail(usize::MAX).matches("too old resource version").count();
+            let relists = replica.provider.log_tail(usize::MAX).matches("too old").count();
             if relists > 0 {
                 findings
-                    .note(format!("replica {}: {relists} watch errors 410 (too old resource version)", replica.name));
+                    .note(format!("replica {}: {relists} watch errors 410 (resourceVersion too old)", replica.name));
             }
         }
     }
