@@ -228,8 +228,13 @@ pub fn seconds(from: Timestamp, to: Timestamp) -> f64 {
 impl Drop for Rig {
     fn drop(&mut self) {
         if self.own_plane {
-            eprintln!("control plane logs of {}: {}", self.s.ns, self.plane().dir.display());
             self.plane().halt();
+            // The logs of a failed test stay for a post-mortem.
+            if std::thread::panicking() {
+                eprintln!("control plane and replica logs of {}: {}", self.s.ns, self.plane().dir.display());
+            } else {
+                let _ = std::fs::remove_dir_all(&self.plane().dir);
+            }
         }
     }
 }
