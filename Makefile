@@ -6,6 +6,8 @@ SHELL := bash
 CARGO ?= cargo
 # Scenarios mostly wait on the API server, so more of them run at once than there are cores.
 E2E_THREADS ?= 4
+# Fault tests mostly wait out leases and outages; four of them start a control plane of their own.
+FAULT_THREADS ?= 5
 
 # $(call timed,NAME,COMMAND): runs COMMAND and says how long it took.
 define timed
@@ -89,9 +91,17 @@ e2e: tools build ## The end-to-end suite against a real kube-apiserver and etcd
 	$(call timed,e2e scenarios,$(CARGO) test -p ferro-ipam-e2e --test scenarios -- --test-threads $(E2E_THREADS))
 	$(call timed,e2e migration,$(CARGO) test -p ferro-ipam-e2e --test migration)
 
+# Takeover times and other numbers of the run go to target/fault-report.txt, printed at the end.
+.PHONY: test-faults
+test-faults: tools build faketime ## Fault injection: API server, etcd, partitions, frozen leader, skewed clocks, SIGTERM
+	@mkdir -p target && rm -f target/fault-report.txt
+	$(call timed,e2e faults,$(CARGO) test -p ferro-ipam-e2e --lib --test faults -- --test-threads $(FAULT_THREADS) \
+	  || { cat target/fault-report.txt 2>/dev/null; exit 1; })
+	@cat target/fault-report.txt
+
 .PHONY: test
-test: ## Everything CI runs: lint, unit and property tests, e2e
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e)
+test: ## Everything CI runs: lint, unit and property tests, e2e, fault injection
+	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-faults)
 
 .PHONY: demo
 demo: tools build ## Start a local control plane, run ferro-ipam, allocate from the example pools

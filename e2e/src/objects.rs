@@ -17,6 +17,7 @@ use crate::provider::Provider;
 
 /// The CAPI version the e2e CRDs store.
 pub const CAPI: CapiVersion = CapiVersion::V1Beta2;
+const CAPI_GROUP_VERSION: &str = "ipam.cluster.x-k8s.io/v1beta2";
 
 /// One scenario's namespace and client.
 ///
@@ -144,6 +145,18 @@ impl Scope {
         }))
         .await
         .map(drop)
+    }
+
+    /// An `IPAddress` made by hand (labelled so, see [`crate::invariants::HAND_MADE_LABEL`]),
+    /// naming `claim` and the `InClusterIPPool` `pool`, holding `ip` with `prefix`.
+    pub async fn hand_made_address(&self, claim: &str, pool: &str, ip: &str, prefix: u8) -> Result<()> {
+        let pool_ref = json!({"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": pool});
+        let labels = json!({crate::invariants::HAND_MADE_LABEL: "true"});
+        let spec = json!({"claimRef": {"name": claim}, "poolRef": pool_ref, "address": ip, "prefix": prefix});
+        let metadata = json!({"name": claim, "labels": labels});
+        let address =
+            json!({"apiVersion": CAPI_GROUP_VERSION, "kind": "IPAddress", "metadata": metadata, "spec": spec});
+        self.create(address).await.map(drop)
     }
 
     /// A v1beta2 Cluster, paused or not.

@@ -4,16 +4,13 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use serde_json::json;
 
 use crate::PROMPTLY;
 use crate::rig::{Findings, ReplicaSpec, Rig, seconds};
-use crate::storm::{self, Storm};
 
 /// Eight seconds of storm: it pauses while the server is away and goes on once it is back,
 /// while a new leader takes over.
 const CLAIMS: usize = 800;
-const PER_SECOND: u32 = 100;
 /// Three lease durations: every replica's lease has expired when the server comes back.
 const DOWN: Duration = Duration::from_secs(12);
 
@@ -28,9 +25,7 @@ async fn stopped_mid_storm(test: &'static str, stopped: Stopped) {
     let (a, b) = (rig.replica("a", ReplicaSpec::default()), rig.replica("b", ReplicaSpec::default()));
     let replicas = [&a, &b];
     let leader = rig.leader(&replicas, PROMPTLY).await;
-    rig.s.pool("pool", json!({"addresses": ["10.90.0.0/22"], "prefix": 22, "gateway": "10.90.0.1"})).await.unwrap();
-    let storm = Storm::start(&rig.s, "pool", "c", CLAIMS, PER_SECOND);
-    let before = storm::wait_addresses(&rig.s, CLAIMS / 8, Duration::from_secs(60)).await;
+    let (storm, before) = rig.busy_storm(90, CLAIMS).await;
 
     let mut findings = Findings::new(test);
     let fault = Timestamp::now();
@@ -39,10 +34,7 @@ async fn stopped_mid_storm(test: &'static str, stopped: Stopped) {
         Stopped::ApiServer => plane.kill_apiserver(),
         Stopped::Etcd => plane.kill_etcd(),
     }
-    let leader_allocations = replicas[leader].allocations();
-    findings.ensure(before < CLAIMS && leader_allocations > 0, || {
-        format!("the fault did not land mid-storm: {before} addresses, {leader_allocations} by the leader")
-    });
+    findings.mid_storm(&storm, before, replicas[leader]);
     tokio::time::sleep(DOWN).await;
     let visible = !plane.kubectl(&["get", "--raw", "/readyz"]).is_ok_and(|o| o.status.success());
     findings.ensure(visible, || format!("the API server was ready with {stopped:?} stopped"));

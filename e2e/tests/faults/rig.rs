@@ -16,6 +16,7 @@ use crate::storm::{self, Storm};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
+use serde_json::json;
 
 /// The lease of every fault test unless it says otherwise: short, so that faults outlast it.
 pub const LEASE: Duration = Duration::from_secs(4);
@@ -117,17 +118,39 @@ impl Rig {
         Ok(())
     }
 
+    /// A /22 pool `10.<octet>.0.0/22` and a storm of `claims` claims on it at 100 per second;
+    /// returns once the leader has written a sixth of them (it is busy), with how many it wrote.
+    pub async fn busy_storm(&self, octet: u8, claims: usize) -> (Storm, usize) {
+        let spec =
+            json!({"addresses": [format!("10.{octet}.0.0/22")], "prefix": 22, "gateway": format!("10.{octet}.0.1")});
+        self.s.pool("pool", spec).await.unwrap();
+        let storm = Storm::start(&self.s, "pool", "c", claims, 100);
+        let before = storm::wait_addresses(&self.s, claims / 6, Duration::from_secs(60)).await;
+        (storm, before)
+    }
+
     /// Rides out a fault that began at `began`: waits until `successor` holds the Lease and has
-    /// allocated, and until the fault has lasted `at_least`. Err when it never took over (the
-    /// fault did not bite).
-    pub async fn ride_out(&self, successor: &Replica, began: Instant, at_least: Duration) -> Result<()> {
+    /// allocated, and until the fault has lasted `at_least`, then ends it with `end`. Returns when
+    /// it ended. Panics when `successor` never took over: the fault did not bite.
+    pub async fn ride_out(
+        &self,
+        successor: &Replica,
+        began: Instant,
+        at_least: Duration,
+        end: impl FnOnce(),
+    ) -> (Instant, Timestamp) {
         let took_over = self.wait_holder(successor, Duration::from_secs(30)).await;
         let deadline = Instant::now() + Duration::from_secs(30);
         while took_over.is_ok() && successor.allocations() == 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tokio::time::sleep(at_least.saturating_sub(began.elapsed())).await;
-        took_over
+        end();
+        let ended = (Instant::now(), Timestamp::now());
+        if let Err(error) = took_over {
+            panic!("the fault did not happen: the other replica never led during it: {error:#}");
+        }
+        ended
     }
 
     /// The end of every storm test: once the storm is all created, every claim is served within
@@ -161,10 +184,10 @@ impl Rig {
         }
         findings.expect("allocation windows", leadership::check_windows(&logs));
         for replica in replicas {
-            let relists = replica.provider.log_tail(usize::MAX).matches("too old resource version").count();
+            let relists = replica.provider.log_tail(usize::MAX).matches("too old").count();
             if relists > 0 {
                 findings
-                    .note(format!("replica {}: {relists} watch errors 410 (too old resource version)", replica.name));
+                    .note(format!("replica {}: {relists} watch errors 410 (resourceVersion too old)", replica.name));
             }
         }
     }
@@ -205,8 +228,13 @@ pub fn seconds(from: Timestamp, to: Timestamp) -> f64 {
 impl Drop for Rig {
     fn drop(&mut self) {
         if self.own_plane {
-            eprintln!("control plane logs of {}: {}", self.s.ns, self.plane().dir.display());
             self.plane().halt();
+            // The logs of a failed test stay for a post-mortem.
+            if std::thread::panicking() {
+                eprintln!("control plane and replica logs of {}: {}", self.s.ns, self.plane().dir.display());
+            } else {
+                let _ = std::fs::remove_dir_all(&self.plane().dir);
+            }
         }
     }
 }
@@ -294,6 +322,15 @@ impl Findings {
         if let Err(error) = result {
             self.failures.push(format!("{what}: {error:#}"));
         }
+    }
+
+    /// Records a failure unless the fault, begun with `before` of `storm`'s addresses written,
+    /// hit `leader` in the middle of the storm.
+    pub fn mid_storm(&mut self, storm: &Storm, before: usize, leader: &Replica) {
+        let allocations = leader.allocations();
+        self.ensure(before < storm.total && allocations > 0, || {
+            format!("the fault did not land mid-storm: {before} addresses, {allocations} by replica {}", leader.name)
+        });
     }
 
     /// Records a failure when `holds` is false.

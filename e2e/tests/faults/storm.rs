@@ -116,7 +116,7 @@ pub async fn all_served(s: &Scope, total: usize, deadline: Instant) -> Result<()
         if Instant::now() > deadline {
             let unserved = unserved(s).await;
             return Err(anyhow!(
-                "{ready} of {total} claims Ready at the deadline; not Ready: {} (first: {:?})",
+                "{ready} of {total} claims Ready at the deadline; still not Ready a moment later: {} (first: {:?})",
                 unserved.len(),
                 unserved.iter().take(5).collect::<Vec<_>>()
             ));
