@@ -90,8 +90,13 @@ impl ReplicaLog {
             } else if line.contains(" allocated ")
                 && let (Some(claim), Some(ip)) = (field(line, "claim"), field(line, "ip"))
             {
+                // The create counts when it was sent (`sent=`, on the replica's clock): an answer
+                // may arrive after the term was suspended, but the fence let it out before.
+                let sent = field(line, "sent").and_then(|t| t.parse::<Timestamp>().ok()).map(|t| t - clock_ahead);
+                let at = sent.unwrap_or(at);
                 let allocation = Allocation { at, claim, ip, pool: field(line, "pool").unwrap_or_default() };
-                match log.terms.last_mut().filter(|_| leading) {
+                let in_term = |term: &&mut Term| leading || term.ended.is_some_and(|ended| at <= ended);
+                match log.terms.last_mut().filter(in_term) {
                     Some(term) => term.allocations.push(allocation),
                     None => log.unled.push(allocation),
                 }
@@ -245,6 +250,20 @@ mod tests {
                          2026-01-01T10:00:02.500000Z  INFO allocated claim=ns/d ip=10.0.0.2 pool=InClusterIPPool ns/pool\n";
         let error = check_windows(&[a, ReplicaLog::parse("b", meanwhile, SignedDuration::ZERO)]).unwrap_err();
         assert!(error.to_string().contains("overlap"), "{error}");
+    }
+
+    #[test]
+    fn an_answer_after_the_term_counts_when_its_create_was_sent_within_it() {
+        let text = "2026-01-01T10:00:01.000000Z  INFO became the leader\n\
+                    2026-01-01T10:00:04.000000Z  WARN lost the leadership: no renewal\n\
+                    2026-01-01T10:00:05.000000Z  INFO allocated claim=ns/d ip=10.0.0.9 pool=InClusterIPPool ns/pool sent=2026-01-01T10:00:03Z\n";
+        let log = ReplicaLog::parse("a", text, SignedDuration::ZERO);
+        assert_eq!(log.terms[0].allocations.len(), 1);
+        assert_eq!(log.terms[0].allocations[0].at, at(3));
+        assert_eq!(log.terms[0].allocations[0].pool, "InClusterIPPool ns/pool");
+        let late = text.replace("sent=2026-01-01T10:00:03Z", "sent=2026-01-01T10:00:04.5Z");
+        let error = check_windows(&[ReplicaLog::parse("a", &late, SignedDuration::ZERO)]).unwrap_err();
+        assert!(error.to_string().contains("outside a leadership term"), "{error}");
     }
 
     #[test]
