@@ -93,6 +93,8 @@ impl Context {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
+        // A suspended term's Event waits for the fence rather than being refused and lost.
+        self.fence.wait_open().await;
         if let Err(error) = self.recorder.publish(&event, &object.object_ref(dyntype)).await {
             warn!(%error, reason, "could not record an event");
         }

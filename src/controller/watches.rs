@@ -53,6 +53,8 @@ where
 {
     let name = name.to_owned();
     stream.inspect(move |item| match item {
+        // A listing's start is not yet a success: its first page may still fail.
+        Ok(Event::Init) => {}
         Ok(_) => {
             if health.watch_ok(&name) {
                 info!(watch = %name, "watch recovered");

@@ -237,6 +237,7 @@ async fn fulfil(
     let side = address::PoolSide { prefix, gateway, ..side };
     let desired = address::desired(claim, &ctx.claim_resource, &ctx.address_resource, &side, ip, cluster);
     // When the create left (local clock): the fence allowed it then, whenever the answer comes.
+    ctx.fence.wait_open().await;
     let sent = Timestamp::now();
     match ctx.address_api(&holder.namespace).create(&super::create_params(), &desired).await {
         Ok(_) => {
@@ -370,6 +371,7 @@ fn wrote(ctx: &Context, acted_on: &IPAddressClaim, written: &IPAddressClaim) {
 }
 
 async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Result<IPAddressClaim> {
+    ctx.fence.wait_open().await;
     let name = claim.name_any();
     let written = ctx
         .claim_api(&claim.namespace().unwrap_or_default())
@@ -381,6 +383,7 @@ async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Re
 }
 
 async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Result<()> {
+    ctx.fence.wait_open().await;
     ctx.address_api(&holder.namespace)
         .patch(&holder.name, &super::write_params(), &Patch::Merge(patch))
         .await
@@ -400,6 +403,7 @@ async fn write_status(
         return Ok(());
     };
     let name = claim.name_any();
+    ctx.fence.wait_open().await;
     let written = ctx
         .claim_api(&claim.namespace().unwrap_or_default())
         .patch_status(&name, &super::write_params(), &Patch::Merge(&patch))
