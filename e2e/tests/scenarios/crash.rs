@@ -93,12 +93,13 @@ async fn sigkill_in_the_middle_of_500_claims_loses_nothing_and_duplicates_nothin
     // along the way, so that a renumbering shows as such even if the work then stalls.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
     loop {
+        // Claims first: a claim Ready now has its IPAddress in the listing that follows.
+        let ready = s.ready_claims().await;
         let now = invariants::addresses(&s.client, &[&s.ns]).await.unwrap();
         for (n, kill) in kills.iter().enumerate() {
             let changed = invariants::changed_since(&kill.addresses, &now);
             assert!(changed.is_empty(), "after kill {}: {changed:#?}", n + 1);
         }
-        let ready = s.ready_claims().await;
         if ready == CLAIMS {
             assert_eq!(now.len(), CLAIMS, "exactly one address per claim");
             break;
