@@ -45,6 +45,10 @@ build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo u
 release: toolchains ## Build the ferro-ipam binary optimised
 	$(CARGO) build --release --bin ferro-ipam
 
+.PHONY: image
+image: release ## Build the OCI image target/image/ferro-ipam-<version>.tar with crane (no container engine)
+	$(call timed,image,bash deploy/image/build.sh >/dev/null)
+
 .PHONY: crds
 crds: toolchains ## Regenerate crds/ from the Rust types (and ipam-components.yaml, which holds them)
 	$(CARGO) run --quiet --bin ferro-ipam -- crds --output-dir crds

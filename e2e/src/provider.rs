@@ -70,9 +70,21 @@ impl Provider {
     /// Starts the provider with exactly `args`, the API server's kubeconfig in `$KUBECONFIG`, its
     /// probes expected on `health` and its metrics on `metrics`; without waiting.
     pub fn launch_exactly(plane: &ControlPlane, args: &[String], health: String, metrics: String) -> Result<Provider> {
+        Provider::launch_program(plane, &binary(), args, health, metrics)
+    }
+
+    /// Like [`Provider::launch_exactly`], running `program` (a binary of ferro-ipam, or a loader
+    /// that `args` tell which binary to run).
+    pub fn launch_program(
+        plane: &ControlPlane,
+        program: &std::path::Path,
+        args: &[String],
+        health: String,
+        metrics: String,
+    ) -> Result<Provider> {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::SeqCst);
-        let mut command = Command::new(binary());
+        let mut command = Command::new(program);
         command.args(args).env("KUBECONFIG", &plane.kubeconfig).env("HOSTNAME", format!("e2e-provider-{n}"));
         let process = Process::start("ferro-ipam", command, plane.dir.join(format!("ferro-ipam-{n}.log")))?;
         Ok(Provider { process, metrics, health })

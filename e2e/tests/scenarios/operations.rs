@@ -6,6 +6,7 @@
 mod conventions;
 mod diagnostics;
 mod flags;
+mod image;
 mod leader;
 mod prometheus;
 mod prometheus_server;
