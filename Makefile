@@ -55,10 +55,11 @@ crds: toolchains ## Regenerate crds/ from the Rust types (and ipam-components.ya
 	@$(MAKE) --no-print-directory release-manifests
 
 .PHONY: release-manifests
-release-manifests: toolchains ## Regenerate deploy/clusterctl/ipam-components.yaml from deploy/ (kustomize)
+release-manifests: toolchains ## Regenerate ipam-components.yaml and the Helm chart's manifests from deploy/ (kustomize)
 	@dir=$$(bash e2e/tools/build.sh | tail -1); \
 	  "$$dir/bin/kubectl" kustomize deploy/clusterctl > deploy/clusterctl/ipam-components.yaml; \
-	  echo "==> deploy/clusterctl/ipam-components.yaml regenerated"
+	  "$$dir/bin/kubectl" kustomize deploy/with-monitoring > deploy/chart/files/manifests.yaml; \
+	  echo "==> deploy/clusterctl/ipam-components.yaml and deploy/chart/files/manifests.yaml regenerated"
 
 .PHONY: metrics-plot
 metrics-plot: tools build ## Redraw docs/metrics-dashboard.png from a real scrape (needs python3 with matplotlib)

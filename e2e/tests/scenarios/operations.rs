@@ -6,6 +6,7 @@
 mod conventions;
 mod diagnostics;
 mod flags;
+mod helm;
 mod image;
 mod leader;
 mod prometheus;
