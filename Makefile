@@ -22,8 +22,9 @@ toolchains:
 	@command -v go >/dev/null || { echo "go not found: install Go >= 1.26 (it builds the test control plane)"; exit 1; }
 
 .PHONY: tools
-tools: toolchains prometheus ## Build etcd, kube-apiserver and kubectl into ~/.cache/ferro-ipam (once per version)
+tools: toolchains prometheus ## Build etcd, kube-apiserver, kubectl, crane, helm and clusterctl into ~/.cache/ferro-ipam (once per version)
 	$(call timed,control-plane binaries,bash e2e/tools/build.sh >/dev/null)
+	$(call timed,crane helm clusterctl,for tool in crane helm clusterctl; do bash e2e/tools/go-tool.sh $$tool >/dev/null; done)
 
 # The metrics e2e test scrapes ferro-ipam with a real Prometheus: Debian's package, run as a plain
 # process on loopback (on a machine with systemd, the package also enables a prometheus service).

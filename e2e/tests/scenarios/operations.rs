@@ -3,6 +3,7 @@
 //! exactly the RBAC `deploy/` grants (`rbac`), two replicas with leader election (`leader`), and a
 //! real Prometheus scraping it with every query of the dashboard and the alerts (`prometheus`).
 
+mod clusterctl;
 mod conventions;
 mod diagnostics;
 mod flags;
