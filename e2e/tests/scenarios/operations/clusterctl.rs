@@ -244,4 +244,10 @@ async fn clusterctl_installs_ferro_ipam_and_moves_a_namespace_with_its_addresses
     assert!(s.claims().list(&ListParams::default()).await.unwrap().items.is_empty(), "the source keeps no claim");
     let log = provider.log_tail(100_000);
     assert!(!log.contains("AllocationFailed"), "the target allocated nothing anew:\n{log}");
+    drop(provider);
+    // The planes live in statics, never dropped: their files go now that no test needs them (a
+    // failed run keeps them, logs included).
+    for plane in [source, target] {
+        let _ = std::fs::remove_dir_all(&plane.dir);
+    }
 }
