@@ -22,8 +22,11 @@ toolchains:
 	@command -v go >/dev/null || { echo "go not found: install Go >= 1.26 (it builds the test control plane)"; exit 1; }
 
 .PHONY: tools
-tools: toolchains prometheus ## Build etcd, kube-apiserver, kubectl, crane, helm and clusterctl into ~/.cache/ferro-ipam (once per version)
+tools: toolchains prometheus ## Build etcd, kube-apiserver and kubectl into ~/.cache/ferro-ipam (once per version)
 	$(call timed,control-plane binaries,bash e2e/tools/build.sh >/dev/null)
+
+.PHONY: install-tools
+install-tools: toolchains ## Build crane, helm and clusterctl into ~/.cache/ferro-ipam (once per version)
 	$(call timed,crane helm clusterctl,for tool in crane helm clusterctl; do bash e2e/tools/go-tool.sh $$tool >/dev/null; done)
 
 # The metrics e2e test scrapes ferro-ipam with a real Prometheus: Debian's package, run as a plain
@@ -79,7 +82,7 @@ unit: toolchains ## Unit, property and CRD tests (no API server)
 	$(call timed,unit and property tests,$(CARGO) test -p ferro-ipam --lib --bins --tests)
 
 .PHONY: e2e
-e2e: tools build ## The end-to-end suite against a real kube-apiserver and etcd
+e2e: tools install-tools build ## The end-to-end suite against a real kube-apiserver and etcd
 	$(call timed,e2e scenarios,$(CARGO) test -p ferro-ipam-e2e --test scenarios -- --test-threads $(E2E_THREADS))
 	$(call timed,e2e migration,$(CARGO) test -p ferro-ipam-e2e --test migration)
 
