@@ -27,6 +27,10 @@ toolchains:
 tools: toolchains prometheus ## Build etcd, kube-apiserver and kubectl into ~/.cache/ferro-ipam (once per version)
 	$(call timed,control-plane binaries,bash e2e/tools/build.sh >/dev/null)
 
+.PHONY: install-tools
+install-tools: toolchains ## Build crane, helm and clusterctl into ~/.cache/ferro-ipam (once per version)
+	$(call timed,crane helm clusterctl,for tool in crane helm clusterctl; do bash e2e/tools/go-tool.sh $$tool >/dev/null; done)
+
 # The metrics e2e test scrapes ferro-ipam with a real Prometheus: Debian's package, run as a plain
 # process on loopback (on a machine with systemd, the package also enables a prometheus service).
 .PHONY: prometheus
@@ -58,16 +62,21 @@ build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo u
 release: toolchains ## Build the ferro-ipam binary optimised
 	$(CARGO) build --release --bin ferro-ipam
 
+.PHONY: image
+image: release ## Build the OCI image target/image/ferro-ipam-<version>.tar with crane (no container engine)
+	$(call timed,image,bash deploy/image/build.sh >/dev/null)
+
 .PHONY: crds
 crds: toolchains ## Regenerate crds/ from the Rust types (and ipam-components.yaml, which holds them)
 	$(CARGO) run --quiet --bin ferro-ipam -- crds --output-dir crds
 	@$(MAKE) --no-print-directory release-manifests
 
 .PHONY: release-manifests
-release-manifests: toolchains ## Regenerate deploy/clusterctl/ipam-components.yaml from deploy/ (kustomize)
+release-manifests: toolchains ## Regenerate ipam-components.yaml and the Helm chart's manifests from deploy/ (kustomize)
 	@dir=$$(bash e2e/tools/build.sh | tail -1); \
 	  "$$dir/bin/kubectl" kustomize deploy/clusterctl > deploy/clusterctl/ipam-components.yaml; \
-	  echo "==> deploy/clusterctl/ipam-components.yaml regenerated"
+	  "$$dir/bin/kubectl" kustomize deploy/with-monitoring > deploy/chart/files/manifests.yaml; \
+	  echo "==> deploy/clusterctl/ipam-components.yaml and deploy/chart/files/manifests.yaml regenerated"
 
 .PHONY: metrics-plot
 metrics-plot: tools build ## Redraw docs/metrics-dashboard.png from a real scrape (needs python3 with matplotlib)
@@ -87,7 +96,7 @@ unit: toolchains ## Unit, property and CRD tests; the e2e checker's and the benc
 	$(call timed,invariant checker and benchmark tests,$(CARGO) test -p ferro-ipam-e2e --lib --bins)
 
 .PHONY: e2e
-e2e: tools build ## The end-to-end suite against a real kube-apiserver and etcd
+e2e: tools install-tools build ## The end-to-end suite against a real kube-apiserver and etcd
 	$(call timed,e2e scenarios,$(CARGO) test -p ferro-ipam-e2e --test scenarios -- --test-threads $(E2E_THREADS))
 	$(call timed,e2e migration,$(CARGO) test -p ferro-ipam-e2e --test migration)
 

@@ -83,17 +83,30 @@ impl Provider {
             .map(str::to_owned),
         );
         all.extend(args.iter().map(|a| a.to_string()));
-        Provider::spawn(plane, &all, health, metrics, env)
+        Provider::spawn(plane, &binary(), &all, health, metrics, env)
     }
 
     /// Starts the provider with exactly `args`, the API server's kubeconfig in `$KUBECONFIG`, its
     /// probes expected on `health` and its metrics on `metrics`; without waiting.
     pub fn launch_exactly(plane: &ControlPlane, args: &[String], health: String, metrics: String) -> Result<Provider> {
-        Provider::spawn(plane, args, health, metrics, &[])
+        Provider::launch_program(plane, &binary(), args, health, metrics)
+    }
+
+    /// Like [`Provider::launch_exactly`], running `program` (a binary of ferro-ipam, or a loader
+    /// that `args` tell which binary to run).
+    pub fn launch_program(
+        plane: &ControlPlane,
+        program: &std::path::Path,
+        args: &[String],
+        health: String,
+        metrics: String,
+    ) -> Result<Provider> {
+        Provider::spawn(plane, program, args, health, metrics, &[])
     }
 
     fn spawn(
         plane: &ControlPlane,
+        program: &std::path::Path,
         args: &[String],
         health: String,
         metrics: String,
@@ -101,7 +114,7 @@ impl Provider {
     ) -> Result<Provider> {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::SeqCst);
-        let mut command = Command::new(binary());
+        let mut command = Command::new(program);
         command
             .args(args)
             .env("KUBECONFIG", &plane.kubeconfig)

@@ -3,9 +3,12 @@
 //! exactly the RBAC `deploy/` grants (`rbac`), two replicas with leader election (`leader`), and a
 //! real Prometheus scraping it with every query of the dashboard and the alerts (`prometheus`).
 
+mod clusterctl;
 mod conventions;
 mod diagnostics;
 mod flags;
+mod helm;
+mod image;
 mod leader;
 mod prometheus;
 mod prometheus_server;

@@ -144,4 +144,8 @@ async fn the_operators_and_the_in_cluster_providers_argument_lists_start_and_ser
     let scrape = || provider.scrape(Some(&reader)).ok().filter(|(status, _)| *status == 200).map(|(_, body)| body);
     assert_serves(&provider, &s, "default", "ferro-ipam-leader", scrape).await;
     assert_eq!(provider.scrape(None).unwrap().0, 401);
+    drop(provider);
+    // The plane lives in a static, never dropped: its files go now that no test needs them (a
+    // failed run keeps them, logs included).
+    let _ = std::fs::remove_dir_all(&plane.dir);
 }

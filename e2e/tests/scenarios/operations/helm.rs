@@ -1,0 +1,167 @@
+//! The Helm chart in `deploy/chart/`: it renders the manifests kustomize builds (its
+//! `files/manifests.yaml` is kustomize's output, checked current), so with default values it
+//! installs what `kubectl apply -k deploy/` does, and its values reach the objects. `helm lint`
+//! passes and the API server accepts `helm template`'s output (server-side dry run). helm is
+//! built from the Go module proxy by `e2e/tools/go-tool.sh`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use ferro_ipam_e2e::ControlPlane;
+use ferro_ipam_e2e::plane::repo_root;
+use serde_json::{Value, json};
+
+use super::{
+    assert_hardened_controller, deploy, find, install_namespace, kinds, kustomize, kustomize_text, server_dry_run,
+    yaml_documents,
+};
+
+fn helm() -> &'static PathBuf {
+    static HELM: OnceLock<PathBuf> = OnceLock::new();
+    HELM.get_or_init(|| {
+        let output = Command::new("bash").arg(repo_root().join("e2e/tools/go-tool.sh")).arg("helm").output().unwrap();
+        assert!(output.status.success(), "building helm: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).lines().last().expect("go-tool.sh prints helm's path").into()
+    })
+}
+
+fn helm_ok(args: &[&str]) -> String {
+    let output = Command::new(helm()).args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "helm {}: {text}{}", args.join(" "), String::from_utf8_lossy(&output.stderr));
+    text
+}
+
+/// The e2e API server's version, for `helm template --kube-version`.
+fn kube_version(plane: &ControlPlane) -> String {
+    let version: Value = serde_json::from_str(&plane.kubectl_ok(&["version", "-o", "json"]).unwrap()).unwrap();
+    version["serverVersion"]["gitVersion"].as_str().unwrap().to_owned()
+}
+
+/// `helm template` of the chart as release `ferro-ipam` in `namespace`, with `--set` values.
+fn template_text(plane: &ControlPlane, namespace: &str, set: &[&str]) -> String {
+    let chart = deploy("chart");
+    let version = kube_version(plane);
+    let mut args =
+        vec!["template", "ferro-ipam", chart.to_str().unwrap(), "--namespace", namespace, "--kube-version", &version];
+    for value in set {
+        args.extend(["--set", value]);
+    }
+    helm_ok(&args)
+}
+
+fn template(plane: &ControlPlane, namespace: &str, set: &[&str]) -> Vec<Value> {
+    yaml_documents(&template_text(plane, namespace, set))
+}
+
+/// An object without the labels Helm adds.
+fn without_helm_labels(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(labels) = object["metadata"]["labels"].as_object_mut() {
+        for helm_label in ["app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart"] {
+            labels.remove(helm_label);
+        }
+    }
+    object
+}
+
+#[test]
+fn the_chart_carries_what_kustomize_builds_now() {
+    let plane = ControlPlane::shared();
+    let committed = std::fs::read_to_string(deploy("chart/files/manifests.yaml")).unwrap();
+    assert!(
+        committed == kustomize_text(plane, &deploy("with-monitoring")),
+        "deploy/chart/files/manifests.yaml is stale: run `make release-manifests`"
+    );
+    let lint = helm_ok(&["lint", "--strict", deploy("chart").to_str().unwrap()]);
+    assert!(lint.contains("0 chart(s) failed"), "{lint}");
+}
+
+#[test]
+fn default_values_render_what_kustomize_installs_and_the_api_server_accepts_it() {
+    let plane = ControlPlane::shared();
+    install_namespace(plane);
+    let rendered = template(plane, "ferro-ipam-system", &[]);
+    let expected: Vec<Value> = kustomize(plane, &deploy("")).into_iter().filter(|o| o["kind"] != "Namespace").collect();
+    assert_eq!(kinds(&rendered), kinds(&expected));
+    assert_eq!(rendered.len(), expected.len());
+    for object in &expected {
+        let (kind, name) = (object["kind"].as_str().unwrap(), object["metadata"]["name"].as_str().unwrap());
+        let chart = find(&rendered, kind, name);
+        assert_eq!(chart["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm", "{kind} {name}");
+        assert!(
+            without_helm_labels(chart) == *object,
+            "{kind} {name} differs from kustomize's:\n{chart:#}\n{object:#}"
+        );
+    }
+
+    let file = plane.dir.join("helm-template.yaml");
+    std::fs::write(&file, template_text(plane, "ferro-ipam-system", &[])).unwrap();
+    let accepted = server_dry_run(plane, "-f", &file);
+    assert_eq!(accepted.len(), expected.len());
+    assert_hardened_controller(&accepted);
+}
+
+#[test]
+fn values_set_image_replicas_resources_flags_metrics_and_monitoring() {
+    let plane = ControlPlane::shared();
+    let rendered = template(
+        plane,
+        "capi-ipam",
+        &[
+            "image.repository=registry.example.com/ferro-ipam",
+            "image.tag=v9.9.9",
+            "replicas=3",
+            "resources.limits.memory=1Gi",
+            "flags.v=4",
+            "flags.sync-period=5m",
+            "extraArgs[0]=--claim-concurrency=32",
+            "metrics.secure=false",
+            "metrics.readers[0].kind=ServiceAccount",
+            "metrics.readers[0].name=kps-prometheus",
+            "metrics.readers[0].namespace=monitoring",
+            "monitoring.serviceMonitor=true",
+            "monitoring.prometheusRule=true",
+            "monitoring.labels.release=kps",
+            "dashboard=false",
+            "crds=false",
+        ],
+    );
+    let deployment = find(&rendered, "Deployment", "ferro-ipam-controller");
+    assert_eq!(deployment["metadata"]["namespace"], "capi-ipam");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "registry.example.com/ferro-ipam:v9.9.9");
+    assert_eq!(container["resources"]["limits"]["memory"], "1Gi");
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let tail = &args[args.len() - 4..];
+    assert_eq!(tail, ["--sync-period=5m", "--v=4", "--insecure-diagnostics", "--claim-concurrency=32"], "{args:?}");
+
+    let monitor = find(&rendered, "ServiceMonitor", "ferro-ipam");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "http");
+    assert!(endpoint["bearerTokenFile"].is_null() && endpoint["tlsConfig"].is_null(), "{endpoint}");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "kps");
+    assert_eq!(find(&rendered, "PrometheusRule", "ferro-ipam")["metadata"]["labels"]["release"], "kps");
+    let readers = find(&rendered, "ClusterRoleBinding", "ferro-ipam-metrics-reader");
+    assert_eq!(readers["roleRef"]["name"], "ferro-ipam-metrics-reader");
+    assert_eq!(
+        readers["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "kps-prometheus", "namespace": "monitoring"}])
+    );
+    let binding = find(&rendered, "ClusterRoleBinding", "ferro-ipam-controller");
+    assert_eq!(binding["subjects"][0]["namespace"], "capi-ipam", "bindings follow the release's namespace");
+    for (kind, name) in
+        [("ConfigMap", "ferro-ipam-dashboard"), ("CustomResourceDefinition", "inclusterippools.ipam.cluster.x-k8s.io")]
+    {
+        assert!(!rendered.iter().any(|o| o["kind"] == kind && o["metadata"]["name"] == name), "{kind} {name} is off");
+    }
+
+    // The binary takes the rendered flags: it gets as far as reading the kubeconfig.
+    let mut flags: Vec<String> = args.iter().map(|a| a.replace("$(POD_NAMESPACE)", "capi-ipam")).collect();
+    flags.extend(["--kubeconfig".into(), "/nonexistent/kubeconfig".into()]);
+    let run = Command::new(ferro_ipam_e2e::provider::binary()).args(&flags).output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr) + String::from_utf8_lossy(&run.stdout);
+    assert!(stderr.contains("reading kubeconfig"), "ferro-ipam {flags:?} refused its flags: {stderr}");
+}
