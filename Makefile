@@ -7,7 +7,7 @@ CARGO ?= cargo
 # Scenarios mostly wait on the API server, so more of them run at once than there are cores.
 E2E_THREADS ?= 4
 # Fault tests mostly wait out leases and outages; four of them start a control plane of their own.
-FAULT_THREADS ?= 3
+FAULT_THREADS ?= 2
 
 # $(call timed,NAME,COMMAND): runs COMMAND and says how long it took.
 define timed

@@ -120,6 +120,8 @@ enum Attempt {
         renewed: bool,
     },
     Standing(Verdict),
+    /// The Lease changed between reading and writing it: read it again.
+    Reread,
 }
 
 impl Elector {
@@ -177,6 +179,10 @@ impl Elector {
                         self.step_down(&format!("the lease is now held by {holder}"));
                         deadline = None;
                     }
+                }
+                Ok(Ok(Attempt::Reread)) => {
+                    self.cached = None;
+                    debug!(lease = %self.settings.name, "the lease changed since it was read; reading it again");
                 }
                 Ok(Err(error)) => self.failed(&error.to_string()),
                 Err(_) => self.failed(&format!("no answer within {budget:?}")),
@@ -269,13 +275,9 @@ impl Elector {
                 self.cached = Some(written);
                 Ok(Attempt::Leading { renewed })
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                debug!(lease = %self.settings.name, "another replica wrote the lease first");
-                Ok(Attempt::Standing(Verdict::HeldBy {
-                    holder: "another replica".into(),
-                    left: self.settings.duration,
-                }))
-            }
+            // Someone wrote the Lease since it was read: another replica, or this one's own
+            // renewal whose answer was lost. The next attempt reads it afresh and decides.
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Reread),
             Err(error) => Err(error),
         }
     }
