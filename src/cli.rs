@@ -245,9 +245,11 @@ impl RunFlags {
         if let Some(filter) = &self.log_level {
             return filter.clone();
         }
+        // kube's HTTP trace layer logs every failed request as an ERROR without saying what it
+        // was for; ferro-ipam logs the failure itself, naming the object and the action.
         match self.verbosity.unwrap_or(0) {
-            0..=3 => "info",
-            4 => "info,ferro_ipam=debug",
+            0..=3 => "info,kube_client::client::builder=off",
+            4 => "info,kube_client::client::builder=off,ferro_ipam=debug",
             _ => "info,kube=debug,ferro_ipam=trace",
         }
         .to_owned()

@@ -34,7 +34,7 @@ fn defaults_are_controller_runtimes() {
     assert_eq!((flags.kube_api_qps, flags.kube_api_burst), (0.0, 30));
     assert_eq!(flags.tls_min_version, TlsVersion::Tls12);
     assert!(flags.tls_cipher_suites.is_empty());
-    assert_eq!(flags.log_filter(), "info");
+    assert_eq!(flags.log_filter(), "info,kube_client::client::builder=off");
 }
 
 #[test]
@@ -123,8 +123,8 @@ fn capi_flag_names_are_aliases_of_ours() {
 
 #[test]
 fn verbosity_maps_to_a_log_filter_that_log_level_overrides() {
-    assert_eq!(parse(&["--v=2"]).unwrap().log_filter(), "info");
-    assert_eq!(parse(&["--v=4"]).unwrap().log_filter(), "info,ferro_ipam=debug");
+    assert_eq!(parse(&["--v=2"]).unwrap().log_filter(), "info,kube_client::client::builder=off");
+    assert_eq!(parse(&["--v=4"]).unwrap().log_filter(), "info,kube_client::client::builder=off,ferro_ipam=debug");
     assert_eq!(parse(&["-v", "5"]).unwrap().log_filter(), "info,kube=debug,ferro_ipam=trace");
     assert_eq!(parse(&["--v=5", "--log-level=warn"]).unwrap().log_filter(), "warn");
     assert!(refused(&["--v=-1"]).contains("--v"));

@@ -6,7 +6,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The API server refused or failed a request; retried with backoff.
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", describe(source))]
     Kube {
         action: String,
         #[source]
@@ -45,6 +45,22 @@ impl Error {
     }
 }
 
+/// An error as a person reads it: for an API server's answer its message, code and reason
+/// (kube's own text carries the whole `Status` in debug form); otherwise kube's text.
+pub fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let reason = status.reason.as_str();
+            match (status.message.is_empty(), reason.is_empty()) {
+                (true, _) => format!("the API server answered {} {reason}", status.code),
+                (false, true) => format!("{} ({})", status.message, status.code),
+                (false, false) => format!("{} ({} {reason})", status.message, status.code),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
 /// The API server's HTTP status for an error, if it answered.
 pub fn status_code(error: &kube::Error) -> Option<u16> {
     match error {
@@ -70,3 +86,17 @@ pub fn is_not_found(error: &kube::Error) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_error_reads_as_its_message_without_the_status_struct() {
+        let status = kube::core::Status::failure("the object has been modified", "Conflict").with_code(409);
+        let error = Error::kube("updating finalizers of IPAddressClaim c-1", kube::Error::Api(status.boxed()));
+        let text = error.to_string();
+        assert_eq!(text, "updating finalizers of IPAddressClaim c-1: the object has been modified (409 Conflict)");
+        assert_eq!(error.metric_label(), "conflict");
+    }
+}

@@ -34,7 +34,7 @@ use super::error::Error;
 use super::feed::{AddressFeed, PoolFeed};
 use super::pool::{self, PoolObject};
 use super::triggers::{self, Wake};
-use super::watches::{WatchBackoff, relisting, watched};
+use super::watches::{NoExtraBackoff, WatchBackoff, relisting, watched};
 
 /// How long a claim reconcile waits at most for the watch to show the claim's own last write.
 const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
@@ -159,8 +159,14 @@ where
     result
 }
 
+/// A conflict (someone wrote first; the watch brings the new version) and a write refused by the
+/// fence (the term is suspended) are expected and retried at once: debug. Anything else is a WARN
+/// naming the object (the reconcile span), the action and the API server's message.
 fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
-    warn!(%error, kind = error.metric_label(), "reconcile failed; retrying");
+    match error.metric_label() {
+        kind @ ("conflict" | "fenced") => debug!(%error, kind, "reconcile met an expected refusal; retrying"),
+        kind => warn!(%error, kind, "reconcile failed; retrying"),
+    }
     Action::requeue(error.retry_after())
 }
 
@@ -207,6 +213,7 @@ where
     }
     let (relisted, relistings) = triggers::relistings();
     let controller = Controller::for_stream(triggers::objects(events, Wake::Touched, relisted), store)
+        .trigger_backoff(NoExtraBackoff)
         .reconcile_all_on(relistings)
         .reconcile_all_on(settings.resync())
         .reconcile_on(UnboundedReceiverStream::new(triggers))
@@ -269,6 +276,7 @@ pub async fn run(
     let (claims_relisted, claim_relistings) = triggers::relistings();
     let claim_watch = triggers::objects(claim_events, Wake::Applied, claims_relisted.clone());
     let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone())
+        .trigger_backoff(NoExtraBackoff)
         .reconcile_all_on(claim_relistings)
         .reconcile_all_on(settings.resync());
     let cluster_parts = served.cluster.map(|version| {
@@ -357,6 +365,7 @@ pub async fn run(
                 future::ready(owner)
             });
             let controller = Controller::for_stream_with(watch, store, resource)
+                .trigger_backoff(NoExtraBackoff)
                 .reconcile_all_on(relistings)
                 .reconcile_on(vip_claims)
                 .graceful_shutdown_on(shutdown.clone())

@@ -32,6 +32,7 @@ use tracing::{debug, info, warn};
 
 use super::lease::{Observer, Verdict, claimed, released};
 use crate::client::Fence;
+use crate::controller::error::describe;
 use crate::health::Health;
 
 /// Lease settings from the flags.
@@ -184,7 +185,7 @@ impl Elector {
                     self.cached = None;
                     debug!(lease = %self.settings.name, "the lease changed since it was read; reading it again");
                 }
-                Ok(Err(error)) => self.failed(&error.to_string()),
+                Ok(Err(error)) => self.failed(&describe(&error)),
                 Err(_) => self.failed(&format!("no answer within {budget:?}")),
             }
             let wake = Instant::now() + self.settings.retry_period;
@@ -318,6 +319,7 @@ impl Elector {
             Ok(Ok(true)) => info!(lease = %self.settings.name, "released the leader lease"),
             Ok(Ok(false)) => {}
             Ok(Err(error)) => {
+                let error = describe(&error);
                 warn!(lease = %self.settings.name, %error, "could not release the leader lease; it expires by itself")
             }
             Err(_) => warn!(lease = %self.settings.name, "releasing the leader lease timed out; it expires by itself"),

@@ -166,8 +166,14 @@ impl Rig {
     ) {
         let total = storm.total;
         let last_created = storm.finish().await;
-        let deadline = fault.1.max(last_created) + SERVED_WITHIN;
-        findings.expect("liveness", storm::all_served(&self.s, total, deadline).await);
+        let since = fault.1.max(last_created);
+        match storm::all_served(&self.s, total, since + SERVED_WITHIN).await {
+            Ok(()) => findings.note(format!(
+                "all {total} claims Ready {:.1} s after the fault ended (or the last claim was created, if later)",
+                since.elapsed().as_secs_f64()
+            )),
+            Err(error) => findings.expect("liveness", Err(error)),
+        }
         self.takeover(replicas, what, fault.0, &mut findings);
         self.check_after_fault(replicas, &mut findings).await;
         findings.conclude(replicas);
