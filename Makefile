@@ -100,6 +100,16 @@ e2e: tools install-tools build ## The end-to-end suite against a real kube-apise
 	$(call timed,e2e scenarios,$(CARGO) test -p ferro-ipam-e2e --test scenarios -- --test-threads $(E2E_THREADS))
 	$(call timed,e2e migration,$(CARGO) test -p ferro-ipam-e2e --test migration)
 
+# The scenarios of the CAPI IPAM contract (claim lifecycle, pause rules, release, grace period,
+# adoption, the consumers' claims) once more, against Cluster API 1.10's CRDs: IPAddressClaim,
+# IPAddress and Cluster served and stored as v1beta1 only.
+CONTRACT_V1BETA1_SCENARIOS := in_cluster:: lifecycle:: consumers::
+
+.PHONY: test-contract-v1beta1
+test-contract-v1beta1: tools build ## The v1beta1 contract (Cluster API 1.6 to 1.10): the contract scenarios on v1beta1-only CRDs
+	$(call timed,e2e v1beta1 contract,FERRO_IPAM_E2E_CAPI=v1beta1 $(CARGO) test -p ferro-ipam-e2e --test scenarios -- \
+	  --test-threads $(E2E_THREADS) $(CONTRACT_V1BETA1_SCENARIOS))
+
 # Takeover times and other numbers of the run go to target/fault-report.txt, printed at the end.
 .PHONY: test-faults
 test-faults: tools build faketime ## Fault injection: API server, etcd, partitions, frozen leader, skewed clocks, SIGTERM
@@ -109,8 +119,8 @@ test-faults: tools build faketime ## Fault injection: API server, etcd, partitio
 	@cat target/fault-report.txt
 
 .PHONY: test
-test: ## Everything CI runs: lint, unit and property tests, e2e, fault injection
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-faults)
+test: ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection
+	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults)
 
 .PHONY: demo
 demo: tools build ## Start a local control plane, run ferro-ipam, allocate from the example pools

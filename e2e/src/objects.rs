@@ -15,9 +15,28 @@ use serde_json::{Value, json};
 use crate::plane::ControlPlane;
 use crate::provider::Provider;
 
-/// The CAPI version the e2e CRDs store.
-pub const CAPI: CapiVersion = CapiVersion::V1Beta2;
-const CAPI_GROUP_VERSION: &str = "ipam.cluster.x-k8s.io/v1beta2";
+/// The Cluster API contract the e2e control plane installs: `v1beta2` (Cluster API 1.14's CRDs),
+/// or `v1beta1` with `FERRO_IPAM_E2E_CAPI=v1beta1` (Cluster API 1.10's, where `IPAddressClaim`,
+/// `IPAddress` and `Cluster` are served and stored as `v1beta1` only). Scenarios write their
+/// claims, addresses and Clusters at this version.
+pub fn capi() -> CapiVersion {
+    static CHOSEN: std::sync::OnceLock<CapiVersion> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| match std::env::var("FERRO_IPAM_E2E_CAPI").as_deref() {
+        Err(_) | Ok("" | "v1beta2") => CapiVersion::V1Beta2,
+        Ok("v1beta1") => CapiVersion::V1Beta1,
+        Ok(other) => panic!("FERRO_IPAM_E2E_CAPI={other}: the e2e suite runs the v1beta2 or the v1beta1 contract"),
+    })
+}
+
+/// `ipam.cluster.x-k8s.io/<version>` of the contract under test.
+pub fn ipam_api_version() -> String {
+    capi().claim_resource().api_version
+}
+
+/// `cluster.x-k8s.io/<version>` of the contract under test.
+pub fn cluster_api_version() -> String {
+    capi().cluster_resource().api_version
+}
 
 /// One scenario's namespace and client.
 ///
@@ -128,17 +147,17 @@ impl Scope {
         self.create(json!({"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "GlobalInClusterIPPool", "metadata": {"name": name}, "spec": spec})).await.map(drop)
     }
 
-    /// A v1beta2 claim on a pool of `kind` named `pool`.
+    /// A claim (at the contract's version) on a pool of `kind` named `pool`.
     pub async fn claim(&self, name: &str, kind: &str, pool: &str) -> Result<()> {
         self.claim_with(name, kind, pool, json!({})).await
     }
 
-    /// A v1beta2 claim with extra metadata (labels, annotations, ownerReferences).
+    /// A claim with extra metadata (labels, annotations, ownerReferences).
     pub async fn claim_with(&self, name: &str, kind: &str, pool: &str, metadata: Value) -> Result<()> {
         let mut meta = metadata;
         meta["name"] = json!(name);
         self.create(json!({
-            "apiVersion": "ipam.cluster.x-k8s.io/v1beta2",
+            "apiVersion": ipam_api_version(),
             "kind": "IPAddressClaim",
             "metadata": meta,
             "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": kind, "name": pool}},
@@ -155,14 +174,14 @@ impl Scope {
         let spec = json!({"claimRef": {"name": claim}, "poolRef": pool_ref, "address": ip, "prefix": prefix});
         let metadata = json!({"name": claim, "labels": labels});
         let address =
-            json!({"apiVersion": CAPI_GROUP_VERSION, "kind": "IPAddress", "metadata": metadata, "spec": spec});
+            json!({"apiVersion": ipam_api_version(), "kind": "IPAddress", "metadata": metadata, "spec": spec});
         self.create(address).await.map(drop)
     }
 
-    /// A v1beta2 Cluster, paused or not.
+    /// A Cluster (at the contract's version), paused or not.
     pub async fn cluster(&self, name: &str, paused: bool) -> Result<()> {
         self.create(json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta2",
+            "apiVersion": cluster_api_version(),
             "kind": "Cluster",
             "metadata": {"name": name},
             "spec": {"paused": paused},
@@ -172,11 +191,11 @@ impl Scope {
     }
 
     pub fn claims(&self) -> Api<IPAddressClaim> {
-        Api::namespaced_with(self.client.clone(), &self.ns, &CAPI.claim_resource())
+        Api::namespaced_with(self.client.clone(), &self.ns, &capi().claim_resource())
     }
 
     pub fn addresses(&self) -> Api<IPAddress> {
-        Api::namespaced_with(self.client.clone(), &self.ns, &CAPI.address_resource())
+        Api::namespaced_with(self.client.clone(), &self.ns, &capi().address_resource())
     }
 
     pub fn pools(&self) -> Api<InClusterIPPool> {

@@ -32,27 +32,39 @@ impl Tools {
         if let Ok(dir) = std::env::var("FERRO_IPAM_TOOLS") {
             return Ok(Tools { dir: dir.into() });
         }
-        let script = repo_root().join("e2e/tools/build.sh");
-        let output = Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", script.display()))?;
-        if !output.status.success() {
-            bail!("{} failed", script.display());
-        }
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let dir = stdout.lines().last().context("build.sh printed no directory")?.trim().to_owned();
-        Ok(Tools { dir: dir.into() })
+        let dir = directory_from(&repo_root().join("e2e/tools/build.sh"))?;
+        Ok(Tools { dir })
     }
 
     pub fn bin(&self, name: &str) -> PathBuf {
         self.dir.join("bin").join(name)
     }
 
-    pub fn capi_crds(&self) -> PathBuf {
-        self.dir.join("crds")
+    /// Cluster API's CRDs for the contract under test (see [`crate::objects::capi`]): the
+    /// current release's, built with the tools, or v1beta1's, fetched once into the cache.
+    pub fn capi_crds(&self) -> Result<PathBuf> {
+        match crate::objects::capi() {
+            ferro_ipam::api::CapiVersion::V1Beta2 => Ok(self.dir.join("crds")),
+            ferro_ipam::api::CapiVersion::V1Beta1 => {
+                directory_from(&repo_root().join("e2e/tools/capi-crds-v1beta1/fetch.sh"))
+            }
+        }
     }
+}
+
+/// Runs a script that prepares a directory (progress on stderr) and prints it as its last line.
+fn directory_from(script: &Path) -> Result<PathBuf> {
+    let output = Command::new("bash")
+        .arg(script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed", script.display());
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().with_context(|| format!("{} printed no directory", script.display()))?;
+    Ok(last.trim().into())
 }
 
 /// A process of the control plane, and how to start it again with the same flags (the same
@@ -205,11 +217,25 @@ impl ControlPlane {
 
     fn install_crds(&self) -> Result<()> {
         let ours = repo_root().join("crds");
-        let capi = self.tools.capi_crds();
+        let capi = self.tools.capi_crds()?;
         for dir in [&ours, &capi] {
             self.kubectl_ok(&["apply", "--server-side", "-f", &dir.to_string_lossy()])?;
         }
         self.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"])?;
+        // The contract under test is the newest the claims are served at: ferro-ipam's discovery
+        // picks that one, so a plane serving anything newer would test the wrong contract.
+        let served = self.kubectl_ok(&[
+            "get",
+            "crd",
+            "ipaddressclaims.ipam.cluster.x-k8s.io",
+            "-o",
+            "jsonpath={.spec.versions[?(@.served==true)].name}",
+        ])?;
+        let served: Vec<String> = served.split_whitespace().map(str::to_owned).collect();
+        let contract = crate::objects::capi();
+        if ferro_ipam::api::CapiVersion::choose(&served) != Some(contract) {
+            bail!("the control plane serves IPAddressClaim at {served:?}, not at {} as its newest", contract.as_str());
+        }
         Ok(())
     }
 

@@ -25,7 +25,7 @@ use ferro_ipam::api::{GlobalInClusterIPPool, InClusterIPPool};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::objects::CAPI;
+use crate::objects::capi;
 use rules::{Expected, Findings};
 use world::{Pool, PoolId, World};
 
@@ -91,7 +91,7 @@ fn listing(found: &Findings) -> String {
 async fn load(client: &Client, namespaces: &[String]) -> Result<World> {
     let mut world = World { namespaces: namespaces.iter().cloned().collect(), ..World::default() };
     for ns in namespaces {
-        let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), ns, &CAPI.claim_resource());
+        let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), ns, &capi().claim_resource());
         world.claims.extend(claims.list(&ListParams::default()).await.context("listing claims")?.items);
         let pools: Api<InClusterIPPool> = Api::namespaced(client.clone(), ns);
         for pool in pools.list(&ListParams::default()).await.context("listing pools")?.items {
@@ -99,7 +99,7 @@ async fn load(client: &Client, namespaces: &[String]) -> Result<World> {
             world.pools.insert(id, Pool::of(&pool.metadata, pool.spec.clone(), pool.status.clone()));
         }
     }
-    let addresses: Api<IPAddress> = Api::all_with(client.clone(), &CAPI.address_resource());
+    let addresses: Api<IPAddress> = Api::all_with(client.clone(), &capi().address_resource());
     let all = addresses.list(&ListParams::default()).await.context("listing addresses")?.items;
     let globals = Api::<GlobalInClusterIPPool>::all(client.clone()).list(&ListParams::default()).await?.items;
     let ours = global_pools_of(&world, namespaces, &all, &globals);
@@ -162,7 +162,7 @@ impl Pool {
 pub async fn addresses(client: &Client, namespaces: &[&str]) -> Result<BTreeMap<(String, String), String>> {
     let mut found = BTreeMap::new();
     for ns in namespaces {
-        let api: Api<IPAddress> = Api::namespaced_with(client.clone(), ns, &CAPI.address_resource());
+        let api: Api<IPAddress> = Api::namespaced_with(client.clone(), ns, &capi().address_resource());
         for address in api.list(&ListParams::default()).await?.items {
             found.insert(((*ns).to_owned(), address.name_any()), address.spec.address);
         }

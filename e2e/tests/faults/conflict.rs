@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use ferro_ipam::api::keys::PROTECT_ADDRESS_FINALIZER;
-use ferro_ipam_e2e::objects::{CAPI, Scope};
+use ferro_ipam_e2e::objects::{Scope, capi};
 use kube::api::DeleteParams;
 use serde_json::json;
 
@@ -39,7 +39,7 @@ async fn refused(s: &Scope, claim: &str, findings: &mut Findings) {
 
 /// Takes a hand-made `IPAddress` away (with the finalizer ferro-ipam put on it, if it adopted it).
 async fn remove(s: &Scope, name: &str) {
-    s.remove_finalizer(&CAPI.address_resource(), name, PROTECT_ADDRESS_FINALIZER).await.unwrap();
+    s.remove_finalizer(&capi().address_resource(), name, PROTECT_ADDRESS_FINALIZER).await.unwrap();
     s.addresses().delete(name, &DeleteParams::default()).await.unwrap();
 }
 

@@ -67,7 +67,7 @@ async fn ipaddress_deleted_by_hand_comes_back_with_the_same_address() {
 /// address out of a pool.
 async fn hand_made(s: &Scope, name: &str, address: &str) {
     s.create(json!({
-        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2",
+        "apiVersion": ferro_ipam_e2e::objects::ipam_api_version(),
         "kind": "IPAddress",
         "metadata": {"name": name, "labels": {HAND_MADE_LABEL: "true"}},
         "spec": {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ferro_ipam::api::capi::IPAddress;
 use ferro_ipam::api::keys::{CLUSTER_NAME_LABEL, PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use ferro_ipam_e2e::invariants;
-use ferro_ipam_e2e::objects::{CAPI, Scope};
+use ferro_ipam_e2e::objects::{Scope, capi};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
@@ -135,7 +135,7 @@ async fn capv_claims_named_vm_device_pool_get_addresses_with_prefix_and_gateway(
 
     // The VM is deleted: CAPV drops its finalizer, then the garbage collector deletes the claims.
     for (name, _, _) in &claims {
-        s.remove_finalizer(&CAPI.claim_resource(), name, CAPV_FINALIZER).await.unwrap();
+        s.remove_finalizer(&capi().claim_resource(), name, CAPV_FINALIZER).await.unwrap();
         s.delete_claim(name).await.unwrap();
     }
     for (name, _, _) in &claims {
@@ -211,7 +211,7 @@ async fn capic_machine_gets_ipv4_and_ipv6_from_two_pools() {
         })
         .await
         .unwrap();
-        s.remove_finalizer(&CAPI.claim_resource(), name, CAPIC_FINALIZER).await.unwrap();
+        s.remove_finalizer(&capi().claim_resource(), name, CAPIC_FINALIZER).await.unwrap();
         s.eventually("the claim goes", PROMPTLY, || claim_gone(&s, name)).await.unwrap();
     }
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
@@ -425,7 +425,7 @@ async fn capm3_claims_with_controller_owner_without_block_owner_deletion() {
     // CAPM3 releases: drops its finalizer, deletes the claim. The addresses are free again and
     // the next Metal3Data gets them.
     for (name, _, _) in &claims {
-        s.remove_finalizer(&CAPI.claim_resource(), name, CAPM3_FINALIZER).await.unwrap();
+        s.remove_finalizer(&capi().claim_resource(), name, CAPM3_FINALIZER).await.unwrap();
         s.delete_claim(name).await.unwrap();
     }
     for (name, _, _) in &claims {

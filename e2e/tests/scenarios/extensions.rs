@@ -226,7 +226,7 @@ async fn an_ipaddress_no_claim_owns_is_reported_on_its_pool() {
     let _p = s.provider();
     s.pool("pool", json!({"addresses": ["10.57.0.1-10.57.0.5"], "prefix": 24})).await.unwrap();
     s.create(json!({
-        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddress",
+        "apiVersion": ferro_ipam_e2e::objects::ipam_api_version(), "kind": "IPAddress",
         "metadata": {"name": "by-hand", "labels": {ferro_ipam_e2e::invariants::HAND_MADE_LABEL: "true"}},
         "spec": {"claimRef": {"name": "by-hand"}, "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "pool"}, "address": "10.57.0.1", "prefix": 24},
     }))

@@ -15,13 +15,13 @@ fn pools() -> ApiResource {
 }
 
 fn clusters() -> ApiResource {
-    ferro_ipam::api::CapiVersion::V1Beta2.cluster_resource()
+    ferro_ipam_e2e::objects::capi().cluster_resource()
 }
 
 /// An IPAddress for claim `name` made by hand (or by another provider) before ferro-ipam runs.
 async fn existing_address(s: &Scope, name: &str, ip: &str, owners: serde_json::Value) {
     s.create(json!({
-        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2",
+        "apiVersion": ferro_ipam_e2e::objects::ipam_api_version(),
         "kind": "IPAddress",
         "metadata": {"name": name, "ownerReferences": owners},
         "spec": {"claimRef": {"name": name}, "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "pool"}, "address": ip, "prefix": 24},
@@ -76,7 +76,7 @@ async fn paused_cluster_blocks_its_claims_until_unpaused_by_annotation_or_spec()
     // Paused by spec.paused at creation.
     s.cluster("by-spec", true).await.unwrap();
     // Paused by annotation at creation.
-    s.create(json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "by-annotation", "annotations": {"cluster.x-k8s.io/paused": ""}}, "spec": {"paused": false}})).await.unwrap();
+    s.create(json!({"apiVersion": ferro_ipam_e2e::objects::cluster_api_version(), "kind": "Cluster", "metadata": {"name": "by-annotation", "annotations": {"cluster.x-k8s.io/paused": ""}}, "spec": {"paused": false}})).await.unwrap();
     let member = |cluster: &str| json!({"labels": {"cluster.x-k8s.io/cluster-name": cluster}});
     s.claim_with("a", "InClusterIPPool", "pool", member("by-spec")).await.unwrap();
     s.claim_with("b", "InClusterIPPool", "pool", member("by-annotation")).await.unwrap();
@@ -142,7 +142,7 @@ async fn claim_naming_its_cluster_in_spec_follows_that_cluster() {
     s.pool("pool", json!({"addresses": ["10.24.0.1-10.24.0.9"], "prefix": 24})).await.unwrap();
     s.cluster("wl", true).await.unwrap();
     s.create(json!({
-        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddressClaim", "metadata": {"name": "c"},
+        "apiVersion": ferro_ipam_e2e::objects::ipam_api_version(), "kind": "IPAddressClaim", "metadata": {"name": "c"},
         "spec": {"clusterName": "wl", "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "pool"}},
     }))
     .await
@@ -210,7 +210,7 @@ async fn paused_claim_is_left_alone_until_unpaused() {
     })
     .await
     .unwrap();
-    let claims = ferro_ipam::api::CapiVersion::V1Beta2.claim_resource();
+    let claims = ferro_ipam_e2e::objects::capi().claim_resource();
     s.patch(&claims, true, "c", json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}})).await.unwrap();
     s.wait_allocated("c", PROMPTLY).await.unwrap();
     invariants::check(&s.client, &[&s.ns]).await.unwrap();

@@ -17,7 +17,7 @@ use crate::{A_WHILE, PROMPTLY};
 const OPT_IN: &str = "ferro-ipam.dev/control-plane-vip";
 
 fn cluster_resource() -> ApiResource {
-    ferro_ipam_e2e::objects::CAPI.cluster_resource()
+    ferro_ipam_e2e::objects::capi().cluster_resource()
 }
 
 pub fn clusters(s: &Scope) -> Api<DynamicObject> {
@@ -30,7 +30,7 @@ pub async fn cluster(s: &Scope, name: &str, opt_in: Option<&str>, spec: Value) {
     spec["infrastructureRef"] = json!({"apiGroup": INFRA_GROUP, "kind": kind(PROVIDER_A, "Cluster"), "name": name});
     let labels = opt_in.map(|v| json!({OPT_IN: v})).unwrap_or(json!({}));
     s.create(json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "apiVersion": ferro_ipam_e2e::objects::cluster_api_version(), "kind": "Cluster",
         "metadata": {"name": name, "labels": labels}, "spec": spec,
     }))
     .await

@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, bail};
 use ferro_ipam::api::InClusterIPPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
-use ferro_ipam_e2e::objects::CAPI;
+use ferro_ipam_e2e::objects::capi;
 use futures::StreamExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -43,8 +43,8 @@ pub async fn main(args: &[String]) -> Result<()> {
         .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
         .collect();
     let pools = Arc::new(pools);
-    let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), &namespace, &CAPI.claim_resource());
-    let addresses: Api<IPAddress> = Api::namespaced_with(client.clone(), &namespace, &CAPI.address_resource());
+    let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), &namespace, &capi().claim_resource());
+    let addresses: Api<IPAddress> = Api::namespaced_with(client.clone(), &namespace, &capi().address_resource());
     let slots = Arc::new(Semaphore::new(concurrency));
     let mut next: HashMap<String, u32> = HashMap::new();
     let mut seen: HashSet<String> = HashSet::new();
@@ -99,13 +99,13 @@ pub async fn fulfil(
 
     let pool = &claim.spec.pool_ref.name;
     let address: IPAddress = serde_json::from_value(json!({
-        "apiVersion": CAPI.address_resource().api_version,
+        "apiVersion": capi().address_resource().api_version,
         "kind": "IPAddress",
         "metadata": {
             "name": name,
             "finalizers": [PROTECT_ADDRESS_FINALIZER],
             "ownerReferences": [
-                {"apiVersion": CAPI.claim_resource().api_version, "kind": "IPAddressClaim", "name": name,
+                {"apiVersion": capi().claim_resource().api_version, "kind": "IPAddressClaim", "name": name,
                  "uid": claim.uid().unwrap_or_default(), "controller": true, "blockOwnerDeletion": true},
                 {"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool", "name": pool,
                  "uid": pools.get(pool).cloned().unwrap_or_default(), "controller": false, "blockOwnerDeletion": true},

@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use ferro_ipam::api::InClusterIPPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::keys::PROTECT_POOL_FINALIZER;
-use ferro_ipam_e2e::objects::CAPI;
+use ferro_ipam_e2e::objects::capi;
 use ferro_ipam_e2e::{ControlPlane, peer};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -129,7 +129,7 @@ pub async fn wait_pools_protected(client: &Client, count: usize, timeout: Durati
 /// Counts the claims of the namespace that have `status.addressRef` (all either provider
 /// writes), from a watch started before the first claim.
 pub async fn watch_addressed(client: &Client) -> Result<watch::Receiver<usize>> {
-    let api: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.claim_resource());
+    let api: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &capi().claim_resource());
     let (tx, mut rx) = watch::channel(usize::MAX);
     tokio::spawn(async move {
         let mut addressed: HashSet<String> = HashSet::new();
@@ -165,13 +165,13 @@ pub async fn create_claims(
     pools: usize,
     concurrency: usize,
 ) -> Result<()> {
-    let api: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.claim_resource());
+    let api: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &capi().claim_resource());
     futures::stream::iter(range)
         .map(|k| {
             let api = api.clone();
             async move {
                 let claim: IPAddressClaim = serde_json::from_value(json!({
-                    "apiVersion": CAPI.claim_resource().api_version, "kind": "IPAddressClaim",
+                    "apiVersion": capi().claim_resource().api_version, "kind": "IPAddressClaim",
                     "metadata": {"name": format!("{prefix}-{k}")},
                     "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool",
                                          "name": format!("pool-{}", k % pools)}},
@@ -203,7 +203,7 @@ impl std::error::Error for Duplicate {}
 /// No two `IPAddress` objects of a pool hold one address ([`Duplicate`] otherwise), and there is
 /// one per claim.
 pub async fn check_unique(client: &Client, expected: usize) -> Result<()> {
-    let api: Api<IPAddress> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.address_resource());
+    let api: Api<IPAddress> = Api::namespaced_with(client.clone(), NAMESPACE, &capi().address_resource());
     let addresses = api.list(&ListParams::default()).await?.items;
     let mut seen = HashSet::new();
     for a in &addresses {

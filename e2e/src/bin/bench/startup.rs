@@ -11,7 +11,7 @@ use anyhow::{Result, bail};
 use ferro_ipam::api::InClusterIPPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::keys::RELEASE_ADDRESS_FINALIZER;
-use ferro_ipam_e2e::objects::CAPI;
+use ferro_ipam_e2e::objects::capi;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -58,8 +58,8 @@ async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillR
         .into_iter()
         .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
         .collect();
-    let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.claim_resource());
-    let addresses: Api<IPAddress> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.address_resource());
+    let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &capi().claim_resource());
+    let addresses: Api<IPAddress> = Api::namespaced_with(client.clone(), NAMESPACE, &capi().address_resource());
     let started = Instant::now();
     futures::stream::iter(0..total)
         .map(|k| {
@@ -68,7 +68,7 @@ async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillR
                 let pool = k % POOLS;
                 let offset = k / POOLS + 2;
                 let claim: IPAddressClaim = serde_json::from_value(json!({
-                    "apiVersion": CAPI.claim_resource().api_version, "kind": "IPAddressClaim",
+                    "apiVersion": capi().claim_resource().api_version, "kind": "IPAddressClaim",
                     "metadata": {"name": format!("claim-{k}"), "finalizers": [RELEASE_ADDRESS_FINALIZER]},
                     "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool",
                                          "name": format!("pool-{pool}")}},
@@ -100,7 +100,7 @@ pub async fn measure(config: &Config) -> Result<(FillResult, Vec<StartupResult>)
     quiescent(&client, Duration::from_secs(300)).await?;
     settler.stop();
 
-    let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &CAPI.claim_resource());
+    let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), NAMESPACE, &capi().claim_resource());
     let mut results = Vec::new();
     for run in 0..config.startup_runs {
         for subject in [Subject::FerroIpam, Subject::InCluster].into_iter().filter(|s| config.subjects.contains(s)) {
