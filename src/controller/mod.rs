@@ -7,6 +7,8 @@ pub mod discovery;
 pub mod error;
 pub mod feed;
 pub mod finalizers;
+#[cfg(test)]
+pub(crate) mod mock_api;
 pub mod own_writes;
 pub mod pool;
 pub mod provider;

@@ -7,6 +7,8 @@
 
 mod address;
 #[cfg(test)]
+mod api_tests;
+#[cfg(test)]
 pub(crate) mod fixtures;
 mod gate;
 mod purpose;

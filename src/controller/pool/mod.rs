@@ -1,6 +1,8 @@
 //! The pool controller: protects pools that addresses still reference, and reports their
 //! counts and `Ready` condition. Works for both pool kinds.
 
+#[cfg(test)]
+mod api_tests;
 mod kind;
 mod status;
 mod throttle;

@@ -1,0 +1,274 @@
+//! The claim reconcile against a scripted API server: every write path, in the order the API
+//! server sees it, with the answers that make it branch (201, 409, 404), and the write fence.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+
+use super::fixtures;
+use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
+use crate::client::Fence;
+use crate::controller::mock_api::{Expect, MockApi, World, path};
+use crate::index::{HolderKey, PoolFacts, PoolKey};
+
+const IPAM: &str = "ipam.cluster.x-k8s.io/v1beta2";
+
+fn claims(name: &str) -> String {
+    path(IPAM, "ns", "ipaddressclaims", Some(name))
+}
+
+fn addresses(name: Option<&str>) -> String {
+    path(IPAM, "ns", "ipaddresses", name)
+}
+
+/// The pool `ns/pool`: 10.0.0.10-10.0.0.20, /24, gateway 10.0.0.1, protected, no grace period.
+fn with_pool(world: &World) -> PoolKey {
+    let key = PoolKey::in_cluster("ns", "pool");
+    let spec = serde_json::from_value(json!({
+        "addresses": ["10.0.0.10-10.0.0.20"], "prefix": 24, "gateway": "10.0.0.1"
+    }))
+    .expect("a pool spec");
+    let facts = PoolFacts { uid: "pool-uid".into(), protected: true, ..PoolFacts::default() };
+    world.ctx.index.upsert_pool(&key, &spec, facts, &[]);
+    key
+}
+
+/// The claim as the API server returns it after a write: `version` and our finalizer.
+fn written_claim(version: &str) -> Value {
+    let mut claim = serde_json::to_value(fixtures::claim("c", "pool")).unwrap();
+    claim["metadata"]["resourceVersion"] = json!(version);
+    claim["metadata"]["finalizers"] = json!([RELEASE_ADDRESS_FINALIZER]);
+    claim
+}
+
+/// An `IPAddress` named like the claim, in its pool, holding `ip`.
+fn address(ip: &str, finalizers: &[&str]) -> Value {
+    json!({
+        "apiVersion": IPAM, "kind": "IPAddress",
+        "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "7", "finalizers": finalizers},
+        "spec": {"claimRef": {"name": "c"}, "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "pool"},
+                 "address": ip, "prefix": 24, "gateway": "10.0.0.1"}
+    })
+}
+
+fn expect(condition: bool, problem: impl Into<String>) -> Result<(), String> {
+    if condition { Ok(()) } else { Err(problem.into()) }
+}
+
+fn finalizer_added(body: &Value) -> Result<(), String> {
+    let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+    expect(finalizers.iter().any(|f| f == RELEASE_ADDRESS_FINALIZER), "the release finalizer is not added")?;
+    expect(body["metadata"]["resourceVersion"] == "1", "the patch is not guarded by the version acted on")
+}
+
+fn ready_with(address: &'static str) -> impl Fn(&Value) -> Result<(), String> {
+    move |body| {
+        expect(body["status"]["addressRef"]["name"] == address, "status.addressRef does not name the address")?;
+        let ready =
+            body["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
+        expect(ready.is_some_and(|r| r["status"] == "True"), "no Ready=True condition")
+    }
+}
+
+/// The status write of a served claim.
+fn status_ready() -> Expect {
+    Expect::new(Method::PATCH, format!("{}/status", claims("c"))).body(ready_with("c")).answer(200, written_claim("3"))
+}
+
+/// Reconciles the claim `ns/c` as first seen, against `script`, and expects it served.
+async fn served_with(script: Vec<Expect>) -> (World, PoolKey) {
+    let (client, api) = MockApi::client(script);
+    let world = World::new(client);
+    let pool = with_pool(&world);
+    super::reconcile(Arc::new(fixtures::claim("c", "pool")), world.ctx.clone()).await.expect("the claim is served");
+    api.finish();
+    (world, pool)
+}
+
+fn holder() -> HolderKey {
+    HolderKey::new("ns", "c")
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_new_claim_gets_its_finalizer_then_its_address_then_its_status() {
+    let (world, pool) = served_with(vec![
+        Expect::new(Method::PATCH, claims("c")).body(finalizer_added).answer(200, written_claim("2")),
+        Expect::new(Method::POST, addresses(None))
+            .body(|body| {
+                let spec = &body["spec"];
+                expect(spec["address"] == "10.0.0.10", "not the pool's lowest free address")?;
+                expect(
+                    spec["prefix"] == 24 && spec["gateway"] == "10.0.0.1",
+                    "the pool's prefix and gateway are missing",
+                )?;
+                expect(spec["claimRef"]["name"] == "c" && spec["poolRef"]["name"] == "pool", "wrong claim or pool")?;
+                let owners = body["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+                expect(
+                    owners.iter().any(|o| o["uid"] == "c-uid" && o["controller"] == true),
+                    "the claim does not own it",
+                )?;
+                expect(owners.iter().any(|o| o["uid"] == "pool-uid"), "the pool does not own it")
+            })
+            .answer(201, address("10.0.0.10", &[PROTECT_ADDRESS_FINALIZER])),
+        status_ready(),
+    ])
+    .await;
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), Some(ip("10.0.0.10")));
+}
+
+#[tokio::test]
+async fn a_create_met_by_409_reads_the_existing_address_and_adopts_it() {
+    let (world, pool) = served_with(vec![
+        Expect::new(Method::PATCH, claims("c")).answer(200, written_claim("2")),
+        Expect::new(Method::POST, addresses(None)).refuse(409, "AlreadyExists"),
+        Expect::new(Method::GET, addresses(Some("c"))).answer(200, address("10.0.0.15", &[])),
+        Expect::new(Method::PATCH, addresses(Some("c")))
+            .body(|body| {
+                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                expect(finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the address is not protected")?;
+                let owners = body["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+                expect(owners.iter().any(|o| o["uid"] == "c-uid"), "the claim does not own it")?;
+                expect(body["metadata"]["resourceVersion"] == "7", "the patch is not guarded by the version read")
+            })
+            .answer(200, address("10.0.0.15", &[PROTECT_ADDRESS_FINALIZER])),
+        status_ready(),
+    ])
+    .await;
+    assert_eq!(
+        world.ctx.index.claim_hold(&pool, &holder()),
+        Some(ip("10.0.0.15")),
+        "the claim holds the address its IPAddress records, not the one it picked"
+    );
+}
+
+#[tokio::test]
+async fn a_create_that_fails_on_the_wire_keeps_the_hold_for_the_next_attempt() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::PATCH, claims("c")).answer(200, written_claim("2")),
+        Expect::new(Method::POST, addresses(None)).refuse(500, "InternalError"),
+        Expect::new(Method::PATCH, format!("{}/status", claims("c")))
+            .body(|body| {
+                let ready = body["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
+                let message = ready.as_ref().and_then(|r| r["message"].as_str()).unwrap_or_default().to_owned();
+                expect(ready.is_some_and(|r| r["reason"] == "AllocationFailed"), "not AllocationFailed")?;
+                expect(
+                    message.contains("refused by the test: InternalError"),
+                    "the API server's message is not passed on",
+                )
+            })
+            .answer(200, written_claim("3")),
+        Expect::new(Method::POST, "/apis/events.k8s.io/v1/namespaces/ns/events")
+            .body(|body| expect(body["reason"] == "AllocationFailed", "no AllocationFailed Event"))
+            .answer(201, json!({})),
+    ]);
+    let world = World::new(client);
+    let pool = with_pool(&world);
+
+    let error = super::reconcile(Arc::new(fixtures::claim("c", "pool")), world.ctx.clone()).await.unwrap_err();
+
+    api.finish();
+    assert!(error.to_string().contains("creating IPAddress ns/c"), "{error}");
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), Some(ip("10.0.0.10")));
+}
+
+/// A deleted claim with our finalizer whose `IPAddress` the watch shows.
+fn deleted_claim() -> crate::api::capi::IPAddressClaim {
+    let mut claim = fixtures::claim("c", "pool");
+    claim.metadata.finalizers = Some(vec![RELEASE_ADDRESS_FINALIZER.into()]);
+    claim.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    claim
+}
+
+#[tokio::test]
+async fn a_deleted_claim_unprotects_and_deletes_its_address_then_drops_its_finalizer_tolerating_404s() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::PATCH, addresses(Some("c")))
+            .body(|body| {
+                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                expect(!finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
+            })
+            .answer(200, address("10.0.0.12", &[])),
+        // Someone deleted it meanwhile, and the claim is gone by the time its finalizer is.
+        Expect::new(Method::DELETE, addresses(Some("c"))).refuse(404, "NotFound"),
+        Expect::new(Method::PATCH, claims("c"))
+            .body(|body| {
+                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                expect(finalizers.is_empty(), "the release finalizer stays")
+            })
+            .refuse(404, "NotFound"),
+    ]);
+    let mut world = World::new(client);
+    let pool = with_pool(&world);
+    let cached: crate::api::capi::IPAddress =
+        serde_json::from_value(address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER])).unwrap();
+    world.addresses.apply_watcher_event(&Event::Apply(cached));
+    world.ctx.index.adopt(&pool, &holder(), ip("10.0.0.12"), true).unwrap();
+
+    super::reconcile(Arc::new(deleted_claim()), world.ctx.clone()).await.expect("the claim is released");
+
+    api.finish();
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), None, "the address is free again");
+}
+
+#[tokio::test]
+async fn a_claim_on_an_exhausted_pool_says_so_in_its_status_and_an_event() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::PATCH, claims("c")).answer(200, written_claim("2")),
+        Expect::new(Method::PATCH, format!("{}/status", claims("c")))
+            .body(|body| {
+                let ready = body["status"]["conditions"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
+                expect(
+                    ready.is_some_and(|r| r["status"] == "False" && r["reason"] == "PoolExhausted"),
+                    "not PoolExhausted",
+                )
+            })
+            .answer(200, written_claim("3")),
+        Expect::new(Method::POST, "/apis/events.k8s.io/v1/namespaces/ns/events")
+            .body(|body| expect(body["type"] == "Warning" && body["reason"] == "PoolExhausted", "no warning Event"))
+            .answer(201, json!({})),
+    ]);
+    let world = World::new(client);
+    let pool = with_pool(&world);
+    for n in 0..11 {
+        let other = HolderKey::new("ns", &format!("other-{n}"));
+        world.ctx.index.adopt(&pool, &other, ip(&format!("10.0.0.{}", 10 + n)), true).unwrap();
+    }
+
+    super::reconcile(Arc::new(fixtures::claim("c", "pool")), world.ctx.clone()).await.expect("the claim waits");
+
+    api.finish();
+}
+
+#[tokio::test]
+async fn a_suspended_term_sends_nothing_until_its_fence_opens_again() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::PATCH, claims("c")).answer(200, written_claim("2")),
+        Expect::new(Method::POST, addresses(None)).answer(201, address("10.0.0.10", &[PROTECT_ADDRESS_FINALIZER])),
+        Expect::new(Method::PATCH, format!("{}/status", claims("c"))).answer(200, written_claim("3")),
+    ]);
+    let fence = Fence::closed();
+    let world = World::with_fence(client, fence.clone());
+    with_pool(&world);
+
+    let reconcile = tokio::spawn(super::reconcile(Arc::new(fixtures::claim("c", "pool")), world.ctx.clone()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(api.sent().is_empty(), "sent while suspended: {:?}", api.sent());
+    assert!(!reconcile.is_finished(), "the reconcile gave up instead of waiting");
+
+    fence.open_until(std::time::Instant::now() + Duration::from_secs(10));
+    reconcile.await.unwrap().expect("the claim is served once the term resumes");
+    api.finish();
+}
