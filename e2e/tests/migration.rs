@@ -168,6 +168,12 @@ fn preflight_before_the_move(plane: &ControlPlane, fleet: &Fleet, total: usize, 
         let adopted = verdict.adopted_in(kind, namespace, name);
         ensure!(adopted == count, "{kind} {namespace:?}/{name}: {adopted} adopted, not {count}");
     }
+    // The in-cluster provider needs its prefix-pool CRDs to start: they are served, and unused.
+    let prefix = &verdict.findings["features"]["prefixPools"];
+    ensure!(
+        prefix["served"] == true && prefix["inCluster"] == 0 && prefix["global"] == 0,
+        "features.prefixPools: {prefix}"
+    );
     let waiting = verdict.findings["waiting"].as_array().cloned().unwrap_or_default();
     ensure!(
         waiting.iter().all(|w| w["reason"] == "Held" && w["message"] == "its pool is paused"),

@@ -102,6 +102,19 @@ pub enum ConflictKind {
     NotAdoptable,
 }
 
+impl ConflictKind {
+    /// The name `-o json` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConflictKind::Duplicate => "duplicate",
+            ConflictKind::OutsidePool => "outsidePool",
+            ConflictKind::Foreign => "foreign",
+            ConflictKind::ClaimedTwice => "claimedTwice",
+            ConflictKind::NotAdoptable => "notAdoptable",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Conflict {

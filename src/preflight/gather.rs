@@ -30,6 +30,7 @@ pub struct Inventory {
     pub unreadable: Vec<Unreadable>,
 }
 
+#[cfg(test)]
 impl Inventory {
     /// An empty cluster serving `capi`.
     pub fn empty(capi: CapiVersion) -> Self {
@@ -107,7 +108,11 @@ async fn prefix_pools(client: &Client) -> anyhow::Result<PrefixPools> {
     for (kind, count) in
         [("InClusterPrefixPool", &mut found.in_cluster), ("GlobalInClusterPrefixPool", &mut found.global)]
     {
-        if let Some((resource, _)) = group.recommended_kind(kind) {
+        // Any version that serves the kind: the group's preferred one is the claims' (v1beta2).
+        let served = group.versions().find_map(|version| {
+            group.versioned_resources(version).into_iter().map(|(resource, _)| resource).find(|r| r.kind == kind)
+        });
+        if let Some(resource) = served {
             found.served = true;
             *count = list_all(client, &resource).await.map_err(|error| explain(error, &resource))?.len();
         }

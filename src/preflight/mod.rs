@@ -13,10 +13,11 @@ mod rules;
 
 use k8s_openapi::jiff::Timestamp;
 
-pub use analyse::analyse;
-pub use findings::{ConflictKind, Findings};
-pub use gather::{Inventory, gather};
-pub use report::text;
+use analyse::analyse;
+#[cfg(test)]
+use gather::Inventory;
+use gather::gather;
+use report::text;
 
 /// How preflight prints its findings.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

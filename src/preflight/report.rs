@@ -77,7 +77,7 @@ fn limited<T>(out: &mut String, items: &[T], line: impl Fn(&T) -> String) {
 pub fn text(findings: &Findings) -> String {
     let s = &findings.summary;
     let mut out = format!(
-        "ferro-ipam preflight: {} pools, {} IPAddresses of them, claims and addresses served as {}\n",
+        "ferro-ipam preflight: {} pools, {} IPAddresses in them (IPAddressClaim and IPAddress served as {})\n",
         s.pools, s.addresses, findings.capi_version
     );
     out.push_str("\nPools\n");
@@ -87,7 +87,7 @@ pub fn text(findings: &Findings) -> String {
     let _ = writeln!(out, "\nConflicts: {}", findings.conflicts.len());
     limited(&mut out, &findings.conflicts, |c| {
         let at = [c.pool.clone(), c.address.clone()].into_iter().flatten().collect::<Vec<_>>().join(" ");
-        format!("{:?} {at} [{}]: {}", c.kind, c.objects.join(", "), c.message)
+        format!("{} {at} [{}]: {}", c.kind.as_str(), c.objects.join(", "), c.message)
     });
     let _ = writeln!(out, "\nClaims that would wait: {}", findings.waiting.len());
     limited(&mut out, &findings.waiting, |w| format!("{} ({}): {}", w.claim, w.reason, w.message));

@@ -255,6 +255,19 @@ fn the_json_shape_has_the_documented_names() {
         assert!(json["summary"][key].is_u64(), "summary.{key} in {}", json["summary"]);
     }
     assert_eq!(json["conflicts"][0]["kind"], "duplicate");
+    for kind in [
+        ConflictKind::Duplicate,
+        ConflictKind::OutsidePool,
+        ConflictKind::Foreign,
+        ConflictKind::ClaimedTwice,
+        ConflictKind::NotAdoptable,
+    ] {
+        assert_eq!(
+            serde_json::to_value(kind).expect("a kind serializes"),
+            kind.as_str(),
+            "the report names it as JSON does"
+        );
+    }
     assert_eq!(json["pools"][0]["kind"], "InClusterIPPool");
     assert_eq!(json["features"]["prefixPools"]["served"], false);
 }
@@ -274,4 +287,23 @@ fn odd_objects_do_not_panic_the_analysis() {
     let f = findings(&inv);
     assert!(!f.clean);
     assert!(!text(&f).is_empty());
+}
+
+#[test]
+fn a_claims_address_recorded_for_another_claim_is_not_adoptable() {
+    let mut foreign = address("c", "p", "10.0.0.10");
+    foreign.spec.claim_ref.name = "other".into();
+    let f = findings(&inventory(vec![small_pool("p")], vec![foreign], vec![claim("c", "p")]));
+    assert_eq!(kinds(&f), [ConflictKind::NotAdoptable]);
+    assert!(f.conflicts[0].message.contains("belongs to claim \"other\""), "{}", f.conflicts[0].message);
+    assert_eq!((f.summary.adopted, f.summary.to_allocate), (0, 0), "the claim is not served from another's address");
+}
+
+#[test]
+fn an_unserved_claims_address_on_the_gateway_is_not_adopted() {
+    let pool = pool("gw", json!({"addresses": ["10.0.0.0/24"], "prefix": 24, "gateway": "10.0.0.1"}));
+    let f = findings(&inventory(vec![pool], vec![address("c", "gw", "10.0.0.1")], vec![claim("c", "gw")]));
+    let refused = f.conflicts.iter().find(|c| c.kind == ConflictKind::NotAdoptable).expect("refused");
+    assert!(refused.message.contains("gateway"), "{}", refused.message);
+    assert_eq!(f.summary.adopted, 0);
 }
