@@ -11,6 +11,7 @@ mod gather;
 mod report;
 mod rules;
 
+use anyhow::Context as _;
 use k8s_openapi::jiff::Timestamp;
 
 use analyse::analyse;
@@ -39,7 +40,11 @@ pub const FAILED: i32 = 2;
 /// the exit status.
 pub async fn run(kubeconfig: Option<&std::path::Path>, output: Output) -> anyhow::Result<i32> {
     let config = crate::client::config(kubeconfig).await?;
+    let server = config.cluster_url.clone();
     let client = kube::Client::try_from(config)?;
+    client.apiserver_version().await.with_context(|| {
+        format!("reaching the API server at {server}: check the kubeconfig's server and credentials, and the network")
+    })?;
     let inventory = gather(&client).await?;
     let findings = analyse(&inventory, Timestamp::now());
     match output {
