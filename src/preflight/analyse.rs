@@ -19,7 +19,9 @@ use crate::index::{Index, PoolKey, PoolKind};
 use crate::selection::{Purpose, RESERVED_NAMES};
 
 use super::claims::{self, Decision};
-use super::findings::{Adopted, Conflict, ConflictKind, FORMAT_VERSION, Features, Findings, PoolFinding, Summary};
+use super::findings::{
+    Adopted, Conflict, ConflictKind, FORMAT_VERSION, Features, Findings, NewClaim, PoolFinding, Summary, WaitingClaim,
+};
 use super::gather::Inventory;
 use super::rules::PoolRules;
 
@@ -203,59 +205,76 @@ fn features(inventory: &Inventory, pools: &[PoolFinding]) -> Features {
     }
 }
 
+/// The claims' decisions, sorted by what they come to.
+#[derive(Default)]
+struct Sorted {
+    adopted: BTreeMap<PoolKey, Vec<(IpAddr, String)>>,
+    refused: Vec<Conflict>,
+    waiting: Vec<WaitingClaim>,
+    to_allocate: Vec<NewClaim>,
+    releasing: usize,
+}
+
+fn sort_out(decisions: Vec<Decision>) -> Sorted {
+    let mut sorted = Sorted::default();
+    for decision in decisions {
+        match decision {
+            Decision::Adopt { pool, claim, ip } => sorted.adopted.entry(pool).or_default().push((ip, claim)),
+            Decision::Refuse(conflict) => sorted.refused.push(conflict),
+            Decision::Wait(claim) => sorted.waiting.push(claim),
+            Decision::Allocate(claim) => sorted.to_allocate.push(claim),
+            Decision::Release => sorted.releasing += 1,
+        }
+    }
+    sorted
+}
+
 /// Everything preflight reports about `inventory`, with `now` as the time.
 pub fn analyse(inventory: &Inventory, now: Timestamp) -> Findings {
     let index = build_index(inventory, now);
     let rules = PoolRules::new();
-    let mut pools: Vec<PoolFinding> = inventory
+    let pools: Vec<(PoolKey, PoolFinding)> = inventory
         .in_cluster_pools
         .iter()
-        .map(|p| pool_finding(p, &index, &rules))
-        .chain(inventory.global_pools.iter().map(|p| pool_finding(p, &index, &rules)))
+        .map(|p| (p.key(), pool_finding(p, &index, &rules)))
+        .chain(inventory.global_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules))))
         .collect();
-    let known_pools: BTreeSet<PoolKey> = inventory
-        .in_cluster_pools
-        .iter()
-        .map(PoolObject::key)
-        .chain(inventory.global_pools.iter().map(PoolObject::key))
-        .collect();
-    let by_pool = addresses_by_pool(&inventory.addresses);
-    let mut conflicts = address_conflicts(&index, &by_pool, &known_pools);
-    let duplicates: BTreeSet<(String, String)> = conflicts
+    let known_pools: BTreeSet<PoolKey> = pools.iter().map(|(key, _)| key.clone()).collect();
+    let mut conflicts = address_conflicts(&index, &addresses_by_pool(&inventory.addresses), &known_pools);
+    let outcome = claims::decide(&index, inventory);
+    let mut sorted = sort_out(outcome.decisions);
+    // A claim refused an address that two IPAddresses hold: that duplicate is reported already.
+    let duplicates: BTreeSet<(Option<String>, Option<String>)> = conflicts
         .iter()
         .filter(|c| c.kind == ConflictKind::Duplicate)
-        .filter_map(|c| Some((c.pool.clone()?, c.address.clone()?)))
+        .map(|c| (c.pool.clone(), c.address.clone()))
         .collect();
-
-    let mut outcome = claims::decide(&index, inventory);
-    let (mut waiting, mut to_allocate, mut releasing) = (Vec::new(), Vec::new(), 0);
-    let mut adopted: BTreeMap<PoolKey, Vec<(IpAddr, String)>> = BTreeMap::new();
-    for decision in std::mem::take(&mut outcome.decisions) {
-        match decision {
-            Decision::Adopt { pool, claim, ip } => adopted.entry(pool).or_default().push((ip, claim)),
-            Decision::Refuse(conflict) => {
-                let already =
-                    conflict.pool.clone().zip(conflict.address.clone()).is_some_and(|k| duplicates.contains(&k));
-                if !already {
-                    conflicts.push(conflict);
-                }
-            }
-            Decision::Wait(claim) => waiting.push(claim),
-            Decision::Allocate(claim) => to_allocate.push(claim),
-            Decision::Release => releasing += 1,
-        }
-    }
-    for pool in &mut pools {
-        let key = PoolKey {
-            kind: if pool.kind == PoolKind::Global.as_str() { PoolKind::Global } else { PoolKind::InCluster },
-            namespace: pool.namespace.clone(),
-            name: pool.name.clone(),
-        };
-        let mut held = adopted.remove(&key).unwrap_or_default();
-        held.sort();
-        pool.adopted = held.into_iter().map(|(ip, claim)| Adopted { claim, address: ip.to_string() }).collect();
-    }
+    conflicts.extend(
+        std::mem::take(&mut sorted.refused)
+            .into_iter()
+            .filter(|c| !duplicates.contains(&(c.pool.clone(), c.address.clone()))),
+    );
     conflicts.sort_by(|a, b| (a.kind, &a.pool, &a.address).cmp(&(b.kind, &b.pool, &b.address)));
+    let pools: Vec<PoolFinding> = pools
+        .into_iter()
+        .map(|(key, mut pool)| {
+            let mut held = sorted.adopted.remove(&key).unwrap_or_default();
+            held.sort();
+            pool.adopted = held.into_iter().map(|(ip, claim)| Adopted { claim, address: ip.to_string() }).collect();
+            pool
+        })
+        .collect();
+    assemble(inventory, pools, conflicts, sorted, outcome.unclaimed)
+}
+
+/// The findings, with their counts and verdict.
+fn assemble(
+    inventory: &Inventory,
+    pools: Vec<PoolFinding>,
+    conflicts: Vec<Conflict>,
+    sorted: Sorted,
+    unclaimed: Vec<String>,
+) -> Findings {
     let features = features(inventory, &pools);
     let summary = Summary {
         pools: pools.len(),
@@ -263,10 +282,10 @@ pub fn analyse(inventory: &Inventory, now: Timestamp) -> Findings {
         addresses: inventory.addresses.len().saturating_sub(features.other_addresses),
         adopted: pools.iter().map(|p| p.adopted.len()).sum(),
         conflicts: conflicts.len(),
-        waiting: waiting.len(),
-        to_allocate: to_allocate.len(),
-        releasing,
-        unclaimed: outcome.unclaimed.len(),
+        waiting: sorted.waiting.len(),
+        to_allocate: sorted.to_allocate.len(),
+        releasing: sorted.releasing,
+        unclaimed: unclaimed.len(),
         unreadable: inventory.unreadable.len(),
     };
     let mut findings = Findings {
@@ -276,9 +295,9 @@ pub fn analyse(inventory: &Inventory, now: Timestamp) -> Findings {
         summary,
         pools,
         conflicts,
-        waiting,
-        to_allocate,
-        unclaimed: outcome.unclaimed,
+        waiting: sorted.waiting,
+        to_allocate: sorted.to_allocate,
+        unclaimed,
         unreadable: inventory.unreadable.clone(),
         features,
     };
