@@ -36,6 +36,18 @@ pub enum Command {
         #[arg(long)]
         output_dir: Option<std::path::PathBuf>,
     },
+    /// Read the cluster and tell what ferro-ipam would do on start, writing nothing: the
+    /// addresses it would adopt, conflicts, claims that would wait, pools its CRD would refuse.
+    /// Exit status: 0 clean, 1 problems found, 2 could not look.
+    Preflight {
+        /// Path to a kubeconfig. Default: --kubeconfig before the subcommand, $KUBECONFIG, then
+        /// ~/.kube/config, then the in-cluster service account.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Output format: a report, or JSON for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: crate::preflight::Output,
+    },
 }
 
 /// How log lines are written.

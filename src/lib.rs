@@ -5,6 +5,7 @@
 //! - [`index`]: the in-memory allocation state of every pool, fed by watches.
 //! - [`controller`]: the claim and pool controllers and their wiring.
 //! - [`client`]: the Kubernetes client with its write fence, timeouts and server clock.
+//! - [`preflight`]: what ferro-ipam would do with a live cluster, read-only.
 //! - [`run`], [`cli`], [`health`]: the process.
 
 pub mod allocator;
@@ -15,5 +16,6 @@ pub mod controller;
 pub mod health;
 pub mod index;
 pub mod metrics;
+pub mod preflight;
 pub mod run;
 pub mod selection;

@@ -3,6 +3,14 @@ use ferro_ipam::cli::{Cli, Command};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::from_args(std::env::args_os()).unwrap_or_else(|error| error.exit());
+    if let Some(Command::Preflight { kubeconfig, output }) = &cli.command {
+        let kubeconfig = kubeconfig.as_deref().or(cli.run.kubeconfig.as_deref());
+        let status = ferro_ipam::preflight::run(kubeconfig, *output).await.unwrap_or_else(|error| {
+            eprintln!("ferro-ipam preflight: {error:#}");
+            ferro_ipam::preflight::FAILED
+        });
+        std::process::exit(status);
+    }
     if let Some(Command::Crds { output_dir }) = cli.command {
         match output_dir {
             None => print!("{}", ferro_ipam::api::crdgen::all_yaml()),

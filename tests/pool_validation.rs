@@ -159,3 +159,47 @@ fn prefix_outside_the_schema_range_gets_no_second_error_from_the_subnet_rule() {
     assert_eq!(refusals(json!({"addresses": ["fd00::1"], "prefix": 129})), Vec::<String>::new());
     assert_eq!(refusals(json!({"addresses": ["fd00::1"], "prefix": -1})), Vec::<String>::new());
 }
+
+const BACKWARDS: &str = "provided range ends before it starts: write the lower address first";
+
+#[test]
+fn backwards_ipv4_ranges_are_refused_in_either_list_naming_the_entry() {
+    assert_refused(
+        json!({"addresses": ["10.0.0.5", "10.0.0.20-10.0.0.10"], "prefix": 24}),
+        &format!("spec.addresses[1]: {BACKWARDS}"),
+    );
+    // Each octet counts by its weight: .2.1 lies above .1.255 although "1" < "255".
+    assert_refused(json!({"addresses": ["10.0.2.1-10.0.1.255"], "prefix": 16}), BACKWARDS);
+    assert_refused(
+        json!({"addresses": ["10.0.0.0/24"], "prefix": 24, "excludedAddresses": ["10.0.0.9-10.0.0.8"]}),
+        &format!("spec.excludedAddresses[0]: {BACKWARDS}"),
+    );
+    assert_refused(
+        json!({"addresses": ["fd00::1"], "prefix": 64, "dualStack": {"addresses": ["10.0.0.9-10.0.0.2"], "prefix": 24}}),
+        &format!("spec.dualStack.addresses[0]: {BACKWARDS}"),
+    );
+}
+
+#[test]
+fn forward_ranges_and_equal_ends_pass_and_only_the_backwards_rule_speaks() {
+    for addresses in [json!(["10.0.0.10-10.0.0.20"]), json!(["10.0.0.10-10.0.0.10"]), json!(["10.0.1.255-10.0.2.1"])] {
+        let spec = json!({"addresses": addresses, "prefix": 16});
+        assert_eq!(refusals(spec.clone()), Vec::<String>::new(), "spec {spec} should pass");
+    }
+    let messages = refusals(json!({"addresses": ["10.0.0.20-10.0.0.10"], "prefix": 24}));
+    assert_eq!(messages.len(), 1, "{messages:?}");
+}
+
+#[test]
+fn backwards_ipv6_ranges_pass_the_crd_and_are_left_to_the_pool_condition() {
+    assert_eq!(refusals(json!({"addresses": ["fd00::9-fd00::2"], "prefix": 64})), Vec::<String>::new());
+}
+
+#[test]
+fn entries_the_backwards_rule_cannot_read_are_left_to_the_entry_rule() {
+    for entry in ["10.0.0.300-10.0.0.1", "10.0.0.1-", "x-y", "10.0.0.9-fd00::1"] {
+        let messages = refusals(json!({"addresses": [entry], "prefix": 24}));
+        assert!(!messages.iter().any(|m| m.contains(BACKWARDS)), "{entry}: {messages:?}");
+        assert!(!messages.is_empty(), "{entry} must be refused by the entry rule");
+    }
+}

@@ -9,6 +9,8 @@
 mod crds;
 #[path = "migration/fleet.rs"]
 mod fleet;
+#[path = "migration/preflight.rs"]
+mod preflight;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -59,6 +61,10 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
     assert_eq!(before.addresses.len(), total, "one IPAddress per claim, deleting ones included");
     peer.stop();
 
+    // Step 1 of the runbook: preflight, still on the in-cluster provider's CRDs.
+    preflight_before_the_move(plane, &fleet, total, held_by_grace.len()).unwrap();
+    preflight::reports_an_injected_duplicate(plane, &fleet).await.unwrap();
+
     // The move: ferro-ipam's CRDs replace the in-cluster ones, then ferro-ipam starts.
     crds::install_ferro_ipam(plane).unwrap();
     for name in crds::POOL_CRDS {
@@ -106,6 +112,16 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
     // And back: the in-cluster provider takes over what ferro-ipam left.
     let before = fleet.snapshot().await.unwrap();
     ferro.stop();
+    // Step 1 of the way back: preflight says the state ferro-ipam left is consistent.
+    let verdict = preflight::run(plane, "before moving back").unwrap();
+    assert_eq!(verdict.status, 0, "{:#}", verdict.findings);
+    let addresses = before.addresses.len() as u64;
+    assert_eq!(
+        [verdict.count("addresses"), verdict.count("adopted"), verdict.count("conflicts"), verdict.count("waiting")],
+        [addresses, addresses, 0, 0],
+        "{:#}",
+        verdict.findings["summary"]
+    );
     crds::install_in_cluster(plane, &client).await.unwrap();
     let _peer = Peer::start(plane, &[]).expect("starting the in-cluster provider again");
     new_claims_get_free_addresses(&fleet, &before, "back").await.unwrap();
@@ -117,6 +133,53 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
     );
     released_addresses_are_handed_out_again(&fleet, "net", 10).await.unwrap();
     invariants::check(&client, &fleet.namespaces()).await.expect("the in-cluster provider's pool statuses, back");
+}
+
+/// Preflight on the fleet as the in-cluster provider left it: clean, with every address adopted
+/// except those of the paused pool (its claims wait) and of the claims waiting out the grace
+/// period (released).
+fn preflight_before_the_move(plane: &ControlPlane, fleet: &Fleet, total: usize, releasing: usize) -> Result<()> {
+    let verdict = preflight::run(plane, "before the move")?;
+    ensure!(verdict.status == 0, "preflight exited {}: {:#}", verdict.status, verdict.findings);
+    let paused = fleet.groups.iter().find(|g| g.pool == "paused").map_or(0, |g| g.count);
+    let expected = [
+        ("pools", 8),
+        ("invalidPools", 0),
+        ("addresses", total),
+        ("adopted", total - paused - releasing),
+        ("conflicts", 0),
+        ("waiting", paused),
+        ("toAllocate", 0),
+        ("releasing", releasing),
+        ("unclaimed", 0),
+        ("unreadable", 0),
+    ];
+    for (key, count) in expected {
+        ensure!(verdict.count(key) == count as u64, "summary.{key}: {} != {count}", verdict.findings["summary"]);
+    }
+    let (a, b) = (fleet.a().ns.as_str(), fleet.b().ns.as_str());
+    for (kind, namespace, name, count) in [
+        (IN_CLUSTER, Some(a), "net", 150),
+        (IN_CLUSTER, Some(b), "net", 100),
+        (GLOBAL, None, fleet.shared.as_str(), 120),
+        (IN_CLUSTER, Some(a), "grace", 30 - releasing),
+        (IN_CLUSTER, Some(a), "paused", 0),
+    ] {
+        let adopted = verdict.adopted_in(kind, namespace, name);
+        ensure!(adopted == count, "{kind} {namespace:?}/{name}: {adopted} adopted, not {count}");
+    }
+    // The in-cluster provider needs its prefix-pool CRDs to start: they are served, and unused.
+    let prefix = &verdict.findings["features"]["prefixPools"];
+    ensure!(
+        prefix["served"] == true && prefix["inCluster"] == 0 && prefix["global"] == 0,
+        "features.prefixPools: {prefix}"
+    );
+    let waiting = verdict.findings["waiting"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        waiting.iter().all(|w| w["reason"] == "Held" && w["message"] == "its pool is paused"),
+        "every waiting claim is held by the paused pool: {waiting:?}"
+    );
+    Ok(())
 }
 
 /// Polls the fleet's (live, addressed, ready) claim counts until `done` holds.

@@ -36,7 +36,7 @@ fn families(spec: &IPPoolSpec) -> Vec<FamilyFields<'_>> {
 /// it describes none.
 ///
 /// The CRD's CEL rules refuse most bad specs before they are stored; this catches what CEL cannot
-/// see (a range written backwards, a prefix that does not fit the addresses) and specs stored
+/// see (an IPv6 range written backwards, a prefix that does not fit the addresses) and specs stored
 /// before the rules existed.
 pub fn build_allocators(spec: &IPPoolSpec) -> Result<Vec<FamilyPool>, String> {
     let allocate_reserved = spec.allocate_reserved_ip_addresses.unwrap_or(false);

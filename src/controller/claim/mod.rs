@@ -38,9 +38,11 @@ use super::context::Context;
 use super::error::{Error, Result, status_code};
 use super::finalizers;
 
-use gate::Gate;
-pub use gate::{ClusterState, cluster_is_paused, cluster_name};
-use purpose::{Choice, Target};
+pub use address::belongs_to;
+pub use gate::{ClusterState, Gate, cluster_is_paused, cluster_name, gate};
+use purpose::Choice;
+pub use purpose::Target;
+pub use request::of as request_of;
 use status::Readiness;
 
 /// How long a claim that waits for something the watches will announce sleeps at most anyway.
@@ -161,13 +163,18 @@ impl From<Error> for Failure {
     }
 }
 
-fn not_ready(error: AllocError, pool: &PoolKey) -> Failure {
-    let reason = match &error {
+/// The reason a claim's `Ready` condition gives for an allocation error.
+pub fn reason_of(error: &AllocError) -> ClaimReason {
+    match error {
         AllocError::Exhausted(_) => ClaimReason::PoolExhausted,
         AllocError::PoolMissing | AllocError::PoolInvalid(_) => ClaimReason::PoolNotReady,
         AllocError::FamilyNotInPool(_) | AllocError::Requested { .. } => ClaimReason::AllocationFailed,
         AllocError::Conflict { .. } => ClaimReason::AddressConflict,
-    };
+    }
+}
+
+fn not_ready(error: AllocError, pool: &PoolKey) -> Failure {
+    let reason = reason_of(&error);
     let mut message = format!("{pool}: {error}");
     if reason == ClaimReason::AddressConflict {
         message.push_str("; the claim stays unserved until the other holder is gone or its IPAddress is deleted");

@@ -1,0 +1,193 @@
+//! What preflight found, in the shape `-o json` prints. The shape is part of the interface
+//! (docs/migration.md documents it): fields are only ever added, and `formatVersion` goes up
+//! when one changes meaning.
+
+use serde::Serialize;
+
+/// The version of the JSON shape.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// Everything preflight found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Findings {
+    pub format_version: u32,
+    /// True when nothing conflicts, no pool is refused or invalid, and every object was readable:
+    /// the exit status is 0 exactly then.
+    pub clean: bool,
+    /// The `IPAddressClaim`/`IPAddress` version the API server serves (`v1beta2` or `v1beta1`).
+    pub capi_version: String,
+    pub summary: Summary,
+    pub pools: Vec<PoolFinding>,
+    pub conflicts: Vec<Conflict>,
+    pub waiting: Vec<WaitingClaim>,
+    pub to_allocate: Vec<NewClaim>,
+    /// `IPAddress` objects of our pools that no claim of their name owns. ferro-ipam keeps their
+    /// addresses and never hands them out; the pool reports them (`UnclaimedAddresses`).
+    pub unclaimed: Vec<String>,
+    /// Objects preflight could not read as ferro-ipam reads them; the controller could not either.
+    pub unreadable: Vec<Unreadable>,
+    pub features: Features,
+}
+
+/// Counts of everything else, for scripts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// `InClusterIPPool` and `GlobalInClusterIPPool` objects.
+    pub pools: usize,
+    /// Pools the CRD's rules would refuse or whose spec gives no addresses.
+    pub invalid_pools: usize,
+    /// `IPAddress` objects that name one of the two IP pool kinds.
+    pub addresses: usize,
+    /// Addresses that live claims would keep.
+    pub adopted: usize,
+    pub conflicts: usize,
+    pub waiting: usize,
+    /// Claims without an `IPAddress` that would get one at once.
+    pub to_allocate: usize,
+    /// Claims being deleted, whose addresses would be released (after the grace period).
+    pub releasing: usize,
+    pub unclaimed: usize,
+    pub unreadable: usize,
+}
+
+/// One pool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolFinding {
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Messages of the CRD rules (CEL) that ferro-ipam's CRD would refuse the pool with.
+    pub refused: Vec<String>,
+    /// Why the controller could not hand out addresses from the pool (`InvalidSpec`), if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
+    pub paused: bool,
+    pub dual_stack: bool,
+    /// The purpose labels it carries (`cluster-api-vips`, `cluster-api-vm-ips`).
+    pub purposes: Vec<String>,
+    /// Addresses the pool can hand out and of those still free, as decimal strings (IPv6 pools
+    /// can hold 2^128).
+    pub total: String,
+    pub free: String,
+    /// Pools sharing its address space whose ranges intersect its own.
+    pub overlaps: Vec<String>,
+    /// The addresses live claims would keep, lowest first.
+    pub adopted: Vec<Adopted>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Adopted {
+    /// `<namespace>/<name>` of the claim (and of its `IPAddress`).
+    pub claim: String,
+    pub address: String,
+}
+
+/// Which kind of conflict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ConflictKind {
+    /// One address held by more than one `IPAddress` in one pool.
+    Duplicate,
+    /// An `IPAddress` whose address lies outside its pool, or is no IP address.
+    OutsidePool,
+    /// An `IPAddress` naming an IP pool that does not exist.
+    Foreign,
+    /// More than one `IPAddress` naming the same claim in `spec.claimRef`.
+    ClaimedTwice,
+    /// A claim's own `IPAddress` that the controller would refuse to adopt.
+    NotAdoptable,
+}
+
+impl ConflictKind {
+    /// The name `-o json` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConflictKind::Duplicate => "duplicate",
+            ConflictKind::OutsidePool => "outsidePool",
+            ConflictKind::Foreign => "foreign",
+            ConflictKind::ClaimedTwice => "claimedTwice",
+            ConflictKind::NotAdoptable => "notAdoptable",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conflict {
+    pub kind: ConflictKind,
+    /// The pool, as `<kind> [<namespace>/]<name>`, when one is concerned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// `<namespace>/<name>` of the `IPAddress` objects (or claims) involved.
+    pub objects: Vec<String>,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingClaim {
+    pub claim: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// `Held` (a pause rule or a missing Cluster: the claim is left alone), or the reason its
+    /// `Ready` condition would give: `PoolNotReady`, `PoolExhausted`, `AllocationFailed`.
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewClaim {
+    pub claim: String,
+    /// None for a purpose claim: its pool is chosen among the labelled pools when ferro-ipam runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The address it would get, when the pool is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    pub kind: String,
+    /// `[<namespace>/]<name>`.
+    pub object: String,
+    pub error: String,
+}
+
+/// ferro-ipam features the cluster uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Features {
+    pub dual_stack_pools: usize,
+    /// Pools labelled for a purpose (`cluster-api-vips`, `cluster-api-vm-ips`).
+    pub purpose_pools: usize,
+    /// Claims whose `poolRef` asks for a purpose instead of naming a pool.
+    pub purpose_claims: usize,
+    pub prefix_pools: PrefixPools,
+    /// `IPAddress` objects of other pool kinds or API groups: not ferro-ipam's, left alone.
+    pub other_addresses: usize,
+}
+
+/// The in-cluster provider's prefix pools, counted only.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefixPools {
+    /// Whether the API server serves the prefix-pool kinds (their CRDs are installed).
+    pub served: bool,
+    pub in_cluster: usize,
+    pub global: usize,
+}
+
+impl Findings {
+    /// Whether anything stands in the way: the exit status is 1 then.
+    pub fn problems(&self) -> usize {
+        self.conflicts.len() + self.summary.invalid_pools + self.unreadable.len()
+    }
+}

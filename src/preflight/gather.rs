@@ -1,0 +1,148 @@
+//! Reads what preflight looks at from a live cluster: list calls only, nothing is written.
+
+use anyhow::Context as _;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::ApiResource;
+use kube::{Client, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
+use crate::api::keys::IPAM_GROUP;
+use crate::api::{CapiVersion, GlobalInClusterIPPool, InClusterIPPool};
+use crate::controller::discovery;
+
+use super::findings::{PrefixPools, Unreadable};
+
+/// Objects per list request.
+const PAGE: u32 = 500;
+
+/// Everything preflight analyses, as read from the cluster.
+#[derive(Clone, Debug)]
+pub struct Inventory {
+    pub capi: CapiVersion,
+    pub in_cluster_pools: Vec<InClusterIPPool>,
+    pub global_pools: Vec<GlobalInClusterIPPool>,
+    pub addresses: Vec<IPAddress>,
+    pub claims: Vec<IPAddressClaim>,
+    /// None when the API server serves no Cluster kind: then no claim waits for its Cluster.
+    pub clusters: Option<Vec<Cluster>>,
+    pub prefix_pools: PrefixPools,
+    pub unreadable: Vec<Unreadable>,
+}
+
+#[cfg(test)]
+impl Inventory {
+    /// An empty cluster serving `capi`.
+    pub fn empty(capi: CapiVersion) -> Self {
+        Inventory {
+            capi,
+            in_cluster_pools: Vec::new(),
+            global_pools: Vec::new(),
+            addresses: Vec::new(),
+            claims: Vec::new(),
+            clusters: None,
+            prefix_pools: PrefixPools::default(),
+            unreadable: Vec::new(),
+        }
+    }
+}
+
+/// Every object of `resource`, in all namespaces, page by page.
+async fn list_all(client: &Client, resource: &ApiResource) -> Result<Vec<DynamicObject>, kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let mut all = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        all.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(all),
+        }
+    }
+}
+
+/// Lists `resource` and reads each object as `K`; objects that do not read go to `unreadable`.
+async fn read_all<K: DeserializeOwned>(
+    client: &Client,
+    resource: &ApiResource,
+    unreadable: &mut Vec<Unreadable>,
+) -> anyhow::Result<Vec<K>> {
+    let objects = list_all(client, resource).await.map_err(|error| explain(error, resource))?;
+    let mut read = Vec::with_capacity(objects.len());
+    for object in objects {
+        let name = match object.namespace() {
+            Some(ns) => format!("{ns}/{}", object.name_any()),
+            None => object.name_any(),
+        };
+        match serde_json::to_value(&object).and_then(serde_json::from_value::<K>) {
+            Ok(typed) => read.push(typed),
+            Err(error) => {
+                unreadable.push(Unreadable { kind: resource.kind.clone(), object: name, error: error.to_string() })
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// A failed list, in words that say what to fix.
+fn explain(error: kube::Error, resource: &ApiResource) -> anyhow::Error {
+    let what = format!("listing {} ({}/{})", resource.plural, resource.group, resource.version);
+    match &error {
+        kube::Error::Api(status) if status.code == 403 => anyhow::Error::new(error).context(format!(
+            "{what}: forbidden; preflight needs get/list on {}.{} in all namespaces",
+            resource.plural, resource.group
+        )),
+        kube::Error::Api(status) if status.code == 404 => anyhow::Error::new(error)
+            .context(format!("{what}: the API server does not serve it; install the CRD of {}", resource.kind)),
+        _ => anyhow::Error::new(error).context(what),
+    }
+}
+
+/// The prefix-pool kinds the API server serves in the IPAM group, counted.
+async fn prefix_pools(client: &Client) -> anyhow::Result<PrefixPools> {
+    let group = kube::discovery::group(client, IPAM_GROUP)
+        .await
+        .with_context(|| format!("discovering API group {IPAM_GROUP}"))?;
+    let mut found = PrefixPools::default();
+    for (kind, count) in
+        [("InClusterPrefixPool", &mut found.in_cluster), ("GlobalInClusterPrefixPool", &mut found.global)]
+    {
+        // Any version that serves the kind: the group's preferred one is the claims' (v1beta2).
+        let served = group.versions().find_map(|version| {
+            group.versioned_resources(version).into_iter().map(|(resource, _)| resource).find(|r| r.kind == kind)
+        });
+        if let Some(resource) = served {
+            found.served = true;
+            *count = list_all(client, &resource).await.map_err(|error| explain(error, &resource))?.len();
+        }
+    }
+    Ok(found)
+}
+
+/// Reads pools, addresses, claims, Clusters and prefix pools, in all namespaces.
+pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
+    let served = discovery::served(client).await?;
+    let mut unreadable = Vec::new();
+    let pool = ApiResource::erase::<InClusterIPPool>(&());
+    let global = ApiResource::erase::<GlobalInClusterIPPool>(&());
+    let in_cluster_pools = read_all(client, &pool, &mut unreadable).await?;
+    let global_pools = read_all(client, &global, &mut unreadable).await?;
+    let addresses = read_all(client, &served.ipam.address_resource(), &mut unreadable).await?;
+    let claims = read_all(client, &served.ipam.claim_resource(), &mut unreadable).await?;
+    let clusters = match served.cluster {
+        Some(version) => Some(read_all(client, &version.cluster_resource(), &mut unreadable).await?),
+        None => None,
+    };
+    let prefix_pools = prefix_pools(client).await?;
+    Ok(Inventory {
+        capi: served.ipam,
+        in_cluster_pools,
+        global_pools,
+        addresses,
+        claims,
+        clusters,
+        prefix_pools,
+        unreadable,
+    })
+}

@@ -1,0 +1,58 @@
+//! `ferro-ipam preflight`: reads a live cluster and tells what ferro-ipam would do with it on
+//! start, without writing anything: the addresses it would adopt, the conflicts it would meet,
+//! the claims that would wait, the pools its CRD would refuse, and the features in use.
+//!
+//! gather (list calls) -> analyse (pure: the controller's own index and decisions) -> report.
+
+mod analyse;
+mod claims;
+mod findings;
+mod gather;
+mod report;
+mod rules;
+
+use anyhow::Context as _;
+use k8s_openapi::jiff::Timestamp;
+
+use analyse::analyse;
+#[cfg(test)]
+use gather::Inventory;
+use gather::gather;
+use report::text;
+
+/// How preflight prints its findings.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A report for people.
+    Text,
+    /// The findings as one JSON document (see docs/migration.md for its shape).
+    Json,
+}
+
+/// Exit status when nothing stands in the way.
+pub const CLEAN: i32 = 0;
+/// Exit status when anything would conflict, a pool is refused or invalid, or an object unreadable.
+pub const PROBLEMS: i32 = 1;
+/// Exit status when preflight could not look (no cluster, no permission, no CRDs).
+pub const FAILED: i32 = 2;
+
+/// Reads the cluster `kubeconfig` points at (or the usual one), prints the findings, and returns
+/// the exit status.
+pub async fn run(kubeconfig: Option<&std::path::Path>, output: Output) -> anyhow::Result<i32> {
+    let config = crate::client::config(kubeconfig).await?;
+    let server = config.cluster_url.clone();
+    let client = kube::Client::try_from(config)?;
+    client.apiserver_version().await.with_context(|| {
+        format!("reaching the API server at {server}: check the kubeconfig's server and credentials, and the network")
+    })?;
+    let inventory = gather(&client).await?;
+    let findings = analyse(&inventory, Timestamp::now());
+    match output {
+        Output::Text => print!("{}", text(&findings)),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&findings)?),
+    }
+    Ok(if findings.clean { CLEAN } else { PROBLEMS })
+}
+
+#[cfg(test)]
+mod tests;
