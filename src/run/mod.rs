@@ -129,15 +129,16 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         fence: connection.fence.clone(),
     };
 
+    let replica = Replica { client, served, settings, health, metrics };
     if !flags.leader_elect {
-        metrics.leader.set(1);
-        let term = controllers::run(client, served, settings, health, metrics, shutdown.clone().cancelled_owned());
-        return finish_term(term, &shutdown).await;
+        replica.metrics.leader.set(1);
+        return finish_term(replica.term(&shutdown), &shutdown).await;
     }
 
-    let campaign = leader::campaign(lease_client, lease_settings(&flags, identity), connection.fence, health.clone());
+    let campaign =
+        leader::campaign(lease_client, lease_settings(&flags, identity), connection.fence, replica.health.clone());
     let mut leading = campaign.leading.clone();
-    let result = lead(&mut leading, client, served, settings, health, metrics, shutdown).await;
+    let result = replica.lead(&mut leading, shutdown).await;
     campaign.resign(Duration::from_secs(2)).await;
     result
 }
@@ -162,62 +163,74 @@ async fn finish_term(
     }
 }
 
-/// Stands by, and runs the controllers for each leadership term, until shutdown. A suspended
-/// term (its writes refused) keeps running; it ends when another replica holds the lease.
-async fn lead(
-    leading: &mut tokio::sync::watch::Receiver<Leadership>,
+/// What each leadership term runs with.
+struct Replica {
     client: Client,
     served: discovery::Served,
     settings: Settings,
     health: Health,
     metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    loop {
-        // Standing by is a healthy, ready state.
-        health.set_ready(true);
-        let term = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            state = leading.wait_for(|l| matches!(l, Leadership::Leading(_))) => {
-                match *state.context("the leader election stopped")? {
-                    Leadership::Leading(term) => term,
-                    _ => continue,
-                }
-            }
-        };
-        info!(term, "became the leader: building the index, then serving claims");
-        health.set_ready(false);
-        metrics.leader.set(1);
-        let run = controllers::run(
-            client.clone(),
-            served,
-            settings.clone(),
-            health.clone(),
-            metrics.clone(),
+}
+
+impl Replica {
+    /// The controllers of one term, from an empty index, until shutdown.
+    fn term(&self, shutdown: &CancellationToken) -> impl Future<Output = anyhow::Result<()>> + use<> {
+        controllers::run(
+            self.client.clone(),
+            self.served,
+            self.settings.clone(),
+            self.health.clone(),
+            self.metrics.clone(),
             shutdown.clone().cancelled_owned(),
-        );
-        let mut run = std::pin::pin!(finish_term(run, &shutdown));
+        )
+    }
+
+    /// Stands by, and runs the controllers for each leadership term, until shutdown. A suspended
+    /// term (its writes refused) keeps running; it ends when another replica holds the lease.
+    async fn lead(
+        &self,
+        leading: &mut tokio::sync::watch::Receiver<Leadership>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<()> {
+        let (health, metrics) = (&self.health, &self.metrics);
         loop {
-            tokio::select! {
-                result = &mut run => return result,
-                changed = leading.changed() => {
-                    changed.context("the leader election stopped")?;
-                    match *leading.borrow_and_update() {
-                        Leadership::Leading(t) if t == term => {
-                            metrics.leader.set(1);
+            // Standing by is a healthy, ready state.
+            health.set_ready(true);
+            let term = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                state = leading.wait_for(|l| matches!(l, Leadership::Leading(_))) => {
+                    match *state.context("the leader election stopped")? {
+                        Leadership::Leading(term) => term,
+                        _ => continue,
+                    }
+                }
+            };
+            info!(term, "became the leader: building the index, then serving claims");
+            health.set_ready(false);
+            metrics.leader.set(1);
+            let mut run = std::pin::pin!(finish_term(self.term(&shutdown), &shutdown));
+            loop {
+                tokio::select! {
+                    result = &mut run => return result,
+                    changed = leading.changed() => {
+                        changed.context("the leader election stopped")?;
+                        match *leading.borrow_and_update() {
+                            Leadership::Leading(t) if t == term => {
+                                metrics.leader.set(1);
+                            }
+                            Leadership::Suspended(t) if t == term => {
+                                metrics.leader.set(0);
+                            }
+                            _ => break,
                         }
-                        Leadership::Suspended(t) if t == term => {
-                            metrics.leader.set(0);
-                        }
-                        _ => break,
                     }
                 }
             }
+            // Dropping the term cancels every reconcile in flight; the fence already refuses
+            // their writes.
+            metrics.stand_by();
+            health.forget_watches();
+            warn!(term, "standing by: the leadership term ended, its index is dropped");
         }
-        // Dropping the term cancels every reconcile in flight; the fence already refuses
-        // their writes.
-        metrics.stand_by();
-        health.forget_watches();
-        warn!(term, "standing by: the leadership term ended, its index is dropped");
     }
 }
