@@ -11,11 +11,11 @@
 pub mod allocator;
 pub mod api;
 pub mod cli;
-pub mod client;
-pub mod controller;
-pub mod health;
+pub(crate) mod client;
+pub(crate) mod controller;
+pub(crate) mod health;
 pub mod index;
 pub mod metrics;
 pub mod preflight;
 pub mod run;
-pub mod selection;
+pub(crate) mod selection;

@@ -6,9 +6,9 @@ use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 use std::collections::BTreeMap;
 
+use super::keys::RESERVED_NAMES;
 use super::keys::{GLOBAL_IN_CLUSTER_IP_POOL, MOVE_HIERARCHY_LABEL};
 use super::pool::InClusterIPPool;
-use crate::selection::RESERVED_NAMES;
 
 /// The retired `v1alpha1` shape, kept in the CRD (not served) so that the API server accepts the
 /// CRD on clusters whose `status.storedVersions` still lists it (upgraded from the in-cluster

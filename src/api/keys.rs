@@ -57,3 +57,6 @@ pub const ALLOCATED_FROM_ANNOTATION: &str = "ferro-ipam.dev/allocated-from";
 pub const CONTROL_PLANE_VIP_LABEL: &str = "ferro-ipam.dev/control-plane-vip";
 /// ferro-ipam: on an opted-in `Cluster` until its VIP claim is gone.
 pub const CONTROL_PLANE_VIP_FINALIZER: &str = "ferro-ipam.dev/control-plane-vip";
+
+/// The pool names that stand for a purpose (the purpose labels); no pool may be called so.
+pub const RESERVED_NAMES: [&str; 2] = [VIPS_LABEL, VM_IPS_LABEL];

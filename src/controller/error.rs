@@ -81,10 +81,6 @@ pub fn is_fenced(error: &kube::Error) -> bool {
     }
 }
 
-pub fn is_not_found(error: &kube::Error) -> bool {
-    status_code(error) == Some(404)
-}
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

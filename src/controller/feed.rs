@@ -102,7 +102,7 @@ impl AddressFeed {
         self.index.set_hold(&pool, &holder, HoldKind::Object, ip);
         // The claim of the same name learns what it does not know yet (e.g. that it is being deleted).
         if wake::wakes_claim(address, &pool, ip, &known) {
-            self.index.notify(Trigger::Claim(holder.clone()));
+            self.index.trigger(Trigger::Claim(holder.clone()));
         }
         self.known.insert(holder, pool);
     }
@@ -110,7 +110,7 @@ impl AddressFeed {
     fn forget(&mut self, holder: &HolderKey) {
         if let Some(pool) = self.known.remove(holder) {
             self.index.set_hold(&pool, holder, HoldKind::Object, None);
-            self.index.notify(Trigger::Claim(holder.clone()));
+            self.index.trigger(Trigger::Claim(holder.clone()));
         }
     }
 }

@@ -16,8 +16,6 @@ pub mod run;
 mod triggers;
 mod watches;
 
-pub use context::Context;
-
 use kube::api::{PatchParams, PostParams};
 
 use crate::api::keys::FIELD_MANAGER;
@@ -31,4 +29,3 @@ pub fn write_params() -> PatchParams {
 pub fn create_params() -> PostParams {
     PostParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PostParams::default() }
 }
-pub use error::Error;

@@ -98,10 +98,12 @@ impl OwnWrites {
     }
 
     /// How many claims are remembered.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.claims().len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -109,11 +109,6 @@ impl PoolEntry {
         }
     }
 
-    /// Whether the pool object is known and valid.
-    pub fn is_serviceable(&self) -> bool {
-        self.allocators.is_ok()
-    }
-
     /// Installs the allocators of a new or edited pool spec, carrying every held address over.
     /// Returns the held addresses that now lie outside the pool.
     pub fn set_allocators(&mut self, allocators: Result<Vec<FamilyPool>, String>) -> Vec<IpAddr> {

@@ -122,11 +122,7 @@ impl Index {
     }
 
     /// Asks the controllers to look at something again.
-    pub fn notify(&self, trigger: Trigger) {
-        self.trigger(trigger);
-    }
-
-    fn trigger(&self, trigger: Trigger) {
+    pub fn trigger(&self, trigger: Trigger) {
         // The receiver is gone only while shutting down.
         let _ = self.triggers.send(trigger);
     }

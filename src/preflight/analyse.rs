@@ -13,10 +13,11 @@ use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
 use crate::api::capi::IPAddress;
+use crate::api::keys::RESERVED_NAMES;
 use crate::controller::feed::{AddressFeed, PoolFeed};
 use crate::controller::pool::PoolObject;
 use crate::index::{Index, PoolKey, PoolKind};
-use crate::selection::{Purpose, RESERVED_NAMES};
+use crate::selection::Purpose;
 
 use super::claims::{self, Decision};
 use super::findings::{

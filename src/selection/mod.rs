@@ -26,9 +26,6 @@ pub enum Purpose {
     VmIp,
 }
 
-/// The pool names that stand for a purpose; no pool may be called so.
-pub const RESERVED_NAMES: [&str; 2] = [VIPS_LABEL, VM_IPS_LABEL];
-
 impl Purpose {
     /// The purpose a `poolRef` asks for: one of our kinds (either) with a reserved name.
     pub fn of_reference(pool_ref: &PoolReference) -> Option<Purpose> {
