@@ -6,9 +6,9 @@ use std::net::IpAddr;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use kube::core::ApiResource;
 use serde_json::{Value, json};
 
+use crate::api::CapiVersion;
 use crate::api::capi::{AddressSpec, IPAddress, IPAddressClaim, LocalReference, PoolReference};
 use crate::api::keys::{ALLOCATED_FROM_ANNOTATION, CLUSTER_NAME_LABEL, IPAM_GROUP, PROTECT_ADDRESS_FINALIZER};
 use crate::index::PoolKey;
@@ -25,7 +25,8 @@ pub struct PoolSide {
     pub gateway: Option<String>,
 }
 
-fn claim_owner(claim: &IPAddressClaim, claim_resource: &ApiResource) -> OwnerReference {
+fn claim_owner(claim: &IPAddressClaim, capi: CapiVersion) -> OwnerReference {
+    let claim_resource = capi.claim_resource();
     OwnerReference {
         api_version: claim_resource.api_version.clone(),
         kind: claim_resource.kind.clone(),
@@ -51,15 +52,14 @@ fn pool_owner(pool: &PoolSide) -> OwnerReference {
 /// protecting finalizer and the cluster-name label.
 pub fn desired(
     claim: &IPAddressClaim,
-    claim_resource: &ApiResource,
-    address_resource: &ApiResource,
+    capi: CapiVersion,
     pool: &PoolSide,
     ip: IpAddr,
     cluster: Option<&str>,
 ) -> IPAddress {
     let mut address = IPAddress::new(
         &claim.name_any(),
-        address_resource,
+        &capi.address_resource(),
         AddressSpec {
             claim_ref: LocalReference { name: claim.name_any() },
             pool_ref: match &pool.via {
@@ -84,7 +84,7 @@ pub fn desired(
             .as_ref()
             .map(|_| BTreeMap::from([(ALLOCATED_FROM_ANNOTATION.to_owned(), pool.key.annotation_value())])),
         finalizers: Some(vec![PROTECT_ADDRESS_FINALIZER.to_owned()]),
-        owner_references: Some(vec![claim_owner(claim, claim_resource), pool_owner(pool)]),
+        owner_references: Some(vec![claim_owner(claim, capi), pool_owner(pool)]),
         ..ObjectMeta::default()
     };
     address
@@ -104,7 +104,7 @@ pub fn belongs_to(address: &IPAddress, claim: &IPAddressClaim, pool: &PoolKey) -
 pub fn adoption_patch(
     address: &IPAddress,
     claim: &IPAddressClaim,
-    claim_resource: &ApiResource,
+    capi: CapiVersion,
     pool: &PoolSide,
     cluster: Option<&str>,
 ) -> Option<Value> {
@@ -112,7 +112,7 @@ pub fn adoption_patch(
     let mut changed = false;
     let claim_uid = claim.uid().unwrap_or_default();
     if !owners.iter().any(|o| o.uid == claim_uid) {
-        let mut owner = claim_owner(claim, claim_resource);
+        let mut owner = claim_owner(claim, capi);
         if owners.iter().any(|o| o.controller == Some(true)) {
             owner.controller = Some(false);
         }
@@ -162,8 +162,7 @@ mod tests {
     fn address_is_named_after_the_claim_and_owned_by_claim_and_pool() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let a =
-            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), Some("wl"));
+        let a = desired(&c, v, &pool(), "10.0.0.7".parse().unwrap(), Some("wl"));
         assert_eq!(a.name_any(), "vm-0");
         assert_eq!(a.namespace().as_deref(), Some("ns"));
         assert_eq!(a.spec.address, "10.0.0.7");
@@ -188,11 +187,10 @@ mod tests {
     fn adopting_a_bare_address_adds_owners_finalizer_and_label() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let mut bare =
-            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), None);
+        let mut bare = desired(&c, v, &pool(), "10.0.0.7".parse().unwrap(), None);
         bare.metadata.owner_references = None;
         bare.metadata.finalizers = None;
-        let patch = adoption_patch(&bare, &c, &v.claim_resource(), &pool(), Some("wl")).expect("something to adopt");
+        let patch = adoption_patch(&bare, &c, v, &pool(), Some("wl")).expect("something to adopt");
         assert_eq!(patch["metadata"]["ownerReferences"].as_array().map(Vec::len), Some(2));
         assert_eq!(patch["metadata"]["finalizers"], json!([PROTECT_ADDRESS_FINALIZER]));
         assert_eq!(patch["metadata"]["labels"][CLUSTER_NAME_LABEL], "wl");
@@ -202,8 +200,7 @@ mod tests {
     fn adopting_keeps_a_foreign_controller_and_adds_the_claim_as_plain_owner() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let mut foreign =
-            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), None);
+        let mut foreign = desired(&c, v, &pool(), "10.0.0.7".parse().unwrap(), None);
         foreign.metadata.owner_references = Some(vec![OwnerReference {
             api_version: "example.com/v1".into(),
             kind: "Other".into(),
@@ -212,7 +209,7 @@ mod tests {
             controller: Some(true),
             block_owner_deletion: None,
         }]);
-        let patch = adoption_patch(&foreign, &c, &v.claim_resource(), &pool(), None).expect("something to adopt");
+        let patch = adoption_patch(&foreign, &c, v, &pool(), None).expect("something to adopt");
         let owners = patch["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
         assert_eq!(owners.len(), 3);
         assert_eq!(owners[0]["uid"], "other-uid");
@@ -223,8 +220,7 @@ mod tests {
     fn an_address_that_is_already_ours_needs_no_patch() {
         let v = CapiVersion::V1Beta2;
         let c = claim("vm-0", "pool");
-        let a =
-            desired(&c, &v.claim_resource(), &v.address_resource(), &pool(), "10.0.0.7".parse().unwrap(), Some("wl"));
-        assert_eq!(adoption_patch(&a, &c, &v.claim_resource(), &pool(), Some("wl")), None);
+        let a = desired(&c, v, &pool(), "10.0.0.7".parse().unwrap(), Some("wl"));
+        assert_eq!(adoption_patch(&a, &c, v, &pool(), Some("wl")), None);
     }
 }

@@ -11,6 +11,7 @@ mod api_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod gate;
+mod loaded;
 mod purpose;
 mod release;
 mod request;
@@ -27,11 +28,10 @@ use kube::runtime::controller::Action;
 use serde_json::Value;
 use tracing::{debug, info};
 
-use crate::allocator::Family;
-use crate::api::capi::{Cluster, IPAddress, IPAddressClaim, PoolReference};
+use crate::api::capi::{IPAddress, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
-use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolKind, family_settings};
+use crate::index::{AllocError, HolderKey, PoolKey};
 use crate::metrics::PoolLabels;
 
 use super::context::Context;
@@ -40,6 +40,7 @@ use super::finalizers;
 
 pub use address::belongs_to;
 pub use gate::{ClusterState, Gate, cluster_is_paused, cluster_name, gate};
+use loaded::{Loaded, Serving};
 use purpose::Choice;
 pub use purpose::Target;
 pub use request::of as request_of;
@@ -48,56 +49,46 @@ use status::Readiness;
 /// How long a claim that waits for something the watches will announce sleeps at most anyway.
 const RECHECK: Duration = Duration::from_secs(600);
 
-/// Reconciles one claim.
+/// Reconciles one claim: load it once, then gate -> finalizer -> address -> status, or release.
 pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<Action> {
-    let namespace = claim.namespace().unwrap_or_default();
-    let Some(target) = Target::of(&claim) else {
+    let Some((holder, target)) = Loaded::identify(&claim) else {
         return Ok(Action::await_change());
     };
-    let holder = HolderKey::new(&namespace, &claim.name_any());
     // A deletion is a new version, so it is never waited for; this only spares repeating a write.
     if claim.metadata.deletion_timestamp.is_none() && ctx.own_writes.outdated(&uid_of(&claim), &version_of(&claim)) {
         debug!(claim = %holder, "the cached claim predates our last write to it; waiting for the watch to bring it");
         return Ok(Action::await_change());
     }
     ctx.index.wait_ready().await;
-    let cluster_name = cluster_name(&claim);
-    let cluster_object = cluster_name.as_deref().and_then(|name| ctx.cached_cluster(&namespace, name));
-    let cluster = match &ctx.clusters {
-        Some(_) => ClusterState::of(cluster_name.clone(), cluster_object.as_deref()),
-        None => ClusterState::Unnamed,
-    };
-    // The pool the claim uses, once known: a purpose claim's is found below.
-    let known = match &target {
-        Target::Pool(key) => Some(key.clone()),
-        Target::Purpose(purpose) => purpose::known_pool(&ctx, *purpose, &holder),
-    };
-    let pool = known.as_ref().and_then(|key| ctx.index.pool_facts(key));
-    if let Gate::Hold(why) = gate::gate(&claim, &cluster, pool.as_ref()) {
-        debug!(claim = %holder, %why, "leaving the claim alone for now");
-        match &known {
-            Some(key) => ctx.index.wait_for_pool(key, &holder),
-            None => ctx.index.wait_for_purpose_pools(&holder),
+    let loaded = Loaded::load(claim, holder, target, &ctx);
+    if let Gate::Hold(why) = gate::gate(&loaded.claim, &loaded.cluster_state(&ctx), loaded.pool_facts(&ctx).as_ref()) {
+        debug!(claim = %loaded.holder, %why, "leaving the claim alone for now");
+        match &loaded.pool {
+            Some(key) => ctx.index.wait_for_pool(key, &loaded.holder),
+            None => ctx.index.wait_for_purpose_pools(&loaded.holder),
         }
         return Ok(Action::await_change());
     }
-    if let Some(deleted_at) = &claim.metadata.deletion_timestamp {
-        return release(&claim, known.as_ref(), &holder, pool.as_ref(), deleted_at.0, &ctx).await;
+    if let Some(deleted_at) = &loaded.claim.metadata.deletion_timestamp {
+        let deleted_at = deleted_at.0;
+        return release(&loaded, deleted_at, &ctx).await;
     }
     // Step 2, then straight on with the claim as the API server returned it.
-    let claim = match finalizers::with_finalizer(claim.as_ref(), RELEASE_ADDRESS_FINALIZER) {
-        Some(patch) => Arc::new(patch_claim(&ctx, &claim, &patch).await?),
-        None => claim,
+    let loaded = match finalizers::with_finalizer(loaded.claim.as_ref(), RELEASE_ADDRESS_FINALIZER) {
+        Some(patch) => {
+            let written = patch_claim(&ctx, &loaded.claim, &patch).await?;
+            loaded.with_claim(written)
+        }
+        None => loaded,
     };
-    let outcome = serve(&claim, &target, known, &holder, cluster_object.as_deref(), &ctx).await;
-    let (readiness, address_name, action) = match outcome {
+    let (readiness, address_name, action) = match serve(&loaded, &ctx).await {
         Ok(Fulfilled::Written(ip)) => {
-            (Readiness::allocated(&ip.to_string()), Some(claim.name_any()), Action::await_change())
+            (Readiness::allocated(&ip.to_string()), Some(loaded.holder.name.as_str()), Action::await_change())
         }
         Ok(Fulfilled::Pending) => return Ok(Action::requeue(Duration::from_secs(2))),
         Err(Failure::NotReady(reason, message)) => {
-            if let Target::Pool(key) = &target {
-                ctx.index.wait_for_pool(key, &holder);
+            if let Target::Pool(key) = &loaded.target {
+                ctx.index.wait_for_pool(key, &loaded.holder);
             }
             (Readiness::failed(reason, message), None, Action::requeue(RECHECK))
         }
@@ -107,35 +98,38 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
         }
         Err(Failure::Api(error)) => {
             let readiness = Readiness::failed(ClaimReason::AllocationFailed, error.to_string());
-            write_status(&ctx, &claim, None, &readiness, cluster_object.as_deref()).await?;
+            write_status(&ctx, &loaded, None, &readiness).await?;
             return Err(error);
         }
     };
-    write_status(&ctx, &claim, address_name.as_deref(), &readiness, cluster_object.as_deref()).await?;
+    write_status(&ctx, &loaded, address_name, &readiness).await?;
     Ok(action)
 }
 
-/// Step 3 for either kind of claim: the pool (a purpose claim's is chosen now, unless it has
-/// one), then the address.
-async fn serve(
-    claim: &IPAddressClaim,
-    target: &Target,
-    known: Option<PoolKey>,
-    holder: &HolderKey,
-    cluster: Option<&Cluster>,
-    ctx: &Context,
-) -> Result<Fulfilled, Failure> {
-    let (key, via) = match (target, known) {
-        (Target::Pool(key), _) => (key.clone(), None),
-        (Target::Purpose(_), Some(key)) => (key, Some(&claim.spec.pool_ref)),
-        (Target::Purpose(purpose), None) => match purpose::choose(ctx, *purpose, claim, holder, cluster).await? {
-            Choice::Chosen(key) => (key, Some(&claim.spec.pool_ref)),
+/// Step 3: the pool (a purpose claim's is chosen now, unless it has one), then the address:
+/// the existing `IPAddress` kept, or a new one written.
+async fn serve(loaded: &Loaded, ctx: &Context) -> Result<Fulfilled, Failure> {
+    let (key, taken) = match (&loaded.target, &loaded.pool) {
+        (_, Some(key)) => (key.clone(), None),
+        (Target::Purpose(purpose), None) => match purpose::choose(ctx, *purpose, loaded).await? {
+            Choice::Chosen(key, ip) => (key, Some(ip)),
             Choice::Pending => return Ok(Fulfilled::Pending),
         },
+        // A named pool is always known.
+        (Target::Pool(key), None) => (key.clone(), None),
     };
-    let pool = ctx.index.pool_facts(&key);
-    let cluster_name = cluster_name(claim);
-    fulfil(claim, &key, via, holder, pool.as_ref(), cluster_name.as_deref(), ctx).await
+    let Some(pool) = Serving::check(key, loaded.via(), loaded, ctx)? else {
+        return Ok(Fulfilled::Pending);
+    };
+    if let Some(existing) = ctx.cached_address(&loaded.holder.namespace, &loaded.holder.name) {
+        return keep(loaded, &existing, &pool.side(), ctx).await;
+    }
+    ctx.seen(&loaded.holder);
+    let ip = match taken {
+        Some(ip) => ip,
+        None => loaded.take_address(&pool, ctx)?.map_err(|e| not_ready(e, &pool.key))?,
+    };
+    create_address(loaded, &pool, ip, ctx).await
 }
 
 /// What fulfilling a claim came to.
@@ -185,76 +179,21 @@ fn not_ready(error: AllocError, pool: &PoolKey) -> Failure {
     Failure::NotReady(reason, message)
 }
 
-/// Step 3: make sure the claim's `IPAddress` exists and records an address of its pool.
-async fn fulfil(
-    claim: &IPAddressClaim,
-    pool_key: &PoolKey,
-    via: Option<&PoolReference>,
-    holder: &HolderKey,
-    pool: Option<&PoolFacts>,
-    cluster: Option<&str>,
-    ctx: &Context,
-) -> Result<Fulfilled, Failure> {
-    let pool = match pool {
-        None => {
-            return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} not found")));
-        }
-        // Confined to one namespace, this instance cannot see a global pool's addresses elsewhere.
-        Some(_) if pool_key.kind == PoolKind::Global && ctx.only_namespace.is_some() => {
-            return Err(Failure::NotReady(
-                ClaimReason::PoolNotReady,
-                format!(
-                    "{pool_key}: this ferro-ipam runs with --namespace {} and cannot see the pool's addresses in other namespaces; \
-                     serve global pools from an instance that watches every namespace",
-                    ctx.only_namespace.as_deref().unwrap_or_default()
-                ),
-            ));
-        }
-        Some(p) if p.deleting => {
-            ctx.index.drop_unwritten(pool_key, holder);
-            return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} is being deleted")));
-        }
-        // An address is only ever written into a pool that deletion protection already holds.
-        Some(p) if !p.protected => {
-            ctx.index.wait_for_pool(pool_key, holder);
-            return Ok(Fulfilled::Pending);
-        }
-        Some(p) => p,
-    };
-    let spec = ctx.index.pool_spec(pool_key).unwrap_or_default();
-    let side = address::PoolSide {
-        key: pool_key.clone(),
-        via: via.cloned(),
-        uid: pool.uid.clone(),
-        prefix: spec.prefix,
-        gateway: spec.gateway.clone().filter(|g| !g.is_empty()),
-    };
-    if let Some(existing) = ctx.cached_address(&holder.namespace, &holder.name) {
-        return keep(claim, &existing, &side, holder, cluster, ctx).await;
-    }
-    ctx.seen(holder);
-    let request = request::of(claim, spec.dual_stack.is_some())
-        .map_err(|message| Failure::NotReady(ClaimReason::AllocationFailed, message))?;
-    let ip = ctx.index.allocate(pool_key, holder, request).map_err(|e| {
-        if matches!(e, AllocError::Exhausted(_)) {
-            ctx.metrics.exhaustions.get_or_create(&PoolLabels::of(pool_key)).inc();
-        }
-        not_ready(e, pool_key)
-    })?;
-    // The address carries the prefix and gateway of its own family.
-    let (prefix, gateway) = family_settings(&spec, Family::of(ip)).unwrap_or((side.prefix, side.gateway.clone()));
-    let side = address::PoolSide { prefix, gateway, ..side };
-    let desired = address::desired(claim, &ctx.claim_resource, &ctx.address_resource, &side, ip, cluster);
+/// Writes the claim's `IPAddress` with `ip`; adopts the one that exists already (409).
+async fn create_address(loaded: &Loaded, pool: &Serving, ip: IpAddr, ctx: &Context) -> Result<Fulfilled, Failure> {
+    let holder = &loaded.holder;
+    let side = pool.side_for(ip);
+    let desired = address::desired(&loaded.claim, ctx.capi, &side, ip, loaded.cluster_name.as_deref());
     // When the create left (local clock): the fence allowed it then, whenever the answer comes.
     ctx.fence.wait_open().await;
     let sent = Timestamp::now();
     match ctx.address_api(&holder.namespace).create(&super::create_params(), &desired).await {
         Ok(_) => {
-            ctx.metrics.allocations.get_or_create(&PoolLabels::of(pool_key)).inc();
+            ctx.metrics.allocations.get_or_create(&PoolLabels::of(&pool.key)).inc();
             if let Some(latency) = ctx.served(holder) {
                 ctx.metrics.allocation_latency.observe(latency.as_secs_f64());
             }
-            info!(claim = %holder, %ip, pool = %pool_key, %sent, "allocated");
+            info!(claim = %holder, %ip, pool = %pool.key, %sent, "allocated");
             Ok(Fulfilled::Written(ip))
         }
         Err(error) if status_code(&error) == Some(409) => {
@@ -264,7 +203,7 @@ async fn fulfil(
                 .get(&holder.name)
                 .await
                 .map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?;
-            keep(claim, &existing, &side, holder, cluster, ctx).await
+            keep(loaded, &existing, &side, ctx).await
         }
         // The claim keeps its hold on the address: a create that failed on the wire may still
         // have been stored, and the next attempt uses the same address.
@@ -274,13 +213,12 @@ async fn fulfil(
 
 /// An `IPAddress` of the claim's name exists: adopt it, or let it go and recreate it.
 async fn keep(
-    claim: &IPAddressClaim,
+    loaded: &Loaded,
     existing: &IPAddress,
     pool: &address::PoolSide,
-    holder: &HolderKey,
-    cluster: Option<&str>,
     ctx: &Context,
 ) -> Result<Fulfilled, Failure> {
+    let (claim, holder) = (loaded.claim.as_ref(), &loaded.holder);
     if !address::belongs_to(existing, claim, &pool.key) {
         return Err(Failure::NotReady(
             ClaimReason::AllocationFailed,
@@ -308,7 +246,7 @@ async fn keep(
         info!(claim = %holder, %ip, "IPAddress deleted while its claim lives; recreating it with the same address");
         return Ok(Fulfilled::Pending);
     }
-    if let Some(patch) = address::adoption_patch(existing, claim, &ctx.claim_resource, pool, cluster) {
+    if let Some(patch) = address::adoption_patch(existing, claim, ctx.capi, pool, loaded.cluster_name.as_deref()) {
         patch_address(ctx, holder, &patch).await?;
         info!(claim = %holder, %ip, "adopted an existing IPAddress");
     }
@@ -316,18 +254,14 @@ async fn keep(
 }
 
 /// Step 5: a deleted claim gives its address back.
-async fn release(
-    claim: &IPAddressClaim,
-    pool_key: Option<&PoolKey>,
-    holder: &HolderKey,
-    pool: Option<&PoolFacts>,
-    deleted_at: Timestamp,
-    ctx: &Context,
-) -> Result<Action> {
+async fn release(loaded: &Loaded, deleted_at: Timestamp, ctx: &Context) -> Result<Action> {
+    let (claim, holder, pool_key) = (loaded.claim.as_ref(), &loaded.holder, loaded.pool.as_ref());
     if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if let release::Release::WaitGracePeriod(left) = release::plan(deleted_at, pool, ctx.clock.now()) {
+    if let release::Release::WaitGracePeriod(left) =
+        release::plan(deleted_at, loaded.pool_facts(ctx).as_ref(), ctx.clock.now())
+    {
         debug!(claim = %holder, ?left, "holding the address for the pool's reuse grace period");
         return Ok(Action::requeue(left));
     }
@@ -401,13 +335,8 @@ async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Resu
 }
 
 /// Step 4: `status.addressRef` and `Ready`, and an Event when the claim turns not ready.
-async fn write_status(
-    ctx: &Context,
-    claim: &IPAddressClaim,
-    address_name: Option<&str>,
-    readiness: &Readiness,
-    cluster: Option<&Cluster>,
-) -> Result<()> {
+async fn write_status(ctx: &Context, loaded: &Loaded, address_name: Option<&str>, readiness: &Readiness) -> Result<()> {
+    let (claim, cluster) = (loaded.claim.as_ref(), loaded.cluster.as_deref());
     let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, ctx.clock.now()) else {
         return Ok(());
     };

@@ -1,17 +1,19 @@
 //! Purpose claims ("a VIP", "a VM IP"): finding the pool that serves them among the labelled
 //! pools, in the order `crate::selection` gives, and holding an address there.
 
+use std::net::IpAddr;
+
 use kube::ResourceExt;
 
 use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
-use crate::index::{AllocError, HolderKey, PoolKey, PoolKind};
-use crate::metrics::PoolLabels;
+use crate::index::{HolderKey, PoolKey, PoolKind};
 use crate::selection::{self, Candidates, Purpose};
 
 use super::super::context::Context;
 use super::super::provider::provider_kind;
-use super::{Failure, request};
+use super::Failure;
+use super::loaded::{Loaded, Serving};
 
 /// Where a claim's address comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,8 +52,8 @@ pub fn known_pool(ctx: &Context, purpose: Purpose, holder: &HolderKey) -> Option
 
 /// What looking for a pool came to.
 pub enum Choice {
-    /// The claim holds an address of this pool now.
-    Chosen(PoolKey),
+    /// The claim holds this address of this pool now.
+    Chosen(PoolKey, IpAddr),
     /// A pool that would do is not yet protected against deletion; try again shortly.
     Pending,
 }
@@ -90,13 +92,8 @@ fn unusable(ctx: &Context, pool: &PoolKey) -> Option<String> {
 }
 
 /// Finds the first pool, in order, that holds an address for the claim.
-pub async fn choose(
-    ctx: &Context,
-    purpose: Purpose,
-    claim: &IPAddressClaim,
-    holder: &HolderKey,
-    cluster: Option<&Cluster>,
-) -> Result<Choice, Failure> {
+pub async fn choose(ctx: &Context, purpose: Purpose, loaded: &Loaded) -> Result<Choice, Failure> {
+    let (claim, holder, cluster) = (loaded.claim.as_ref(), &loaded.holder, loaded.cluster.as_deref());
     let (found, provider) = candidates(ctx, purpose, claim, cluster).await;
     // Any pool that appears or changes may be the one this claim needs.
     ctx.index.wait_for_purpose_pools(holder);
@@ -113,23 +110,16 @@ pub async fn choose(
         }
         // A pool that just arrived gets its deletion protection within moments: wait for it
         // rather than pass on to a pool later in the order.
-        if ctx.index.pool_facts(pool).is_some_and(|f| !f.protected) {
-            ctx.index.wait_for_pool(pool, holder);
+        let Some(serving) = Serving::check(pool.clone(), loaded.via(), loaded, ctx)? else {
             return Ok(Choice::Pending);
-        }
-        let dual_stack = ctx.index.pool_spec(pool).is_some_and(|s| s.dual_stack.is_some());
-        let request =
-            request::of(claim, dual_stack).map_err(|m| Failure::NotReady(ClaimReason::AllocationFailed, m))?;
-        match ctx.index.allocate(pool, holder, request) {
-            Ok(_) => {
+        };
+        match loaded.take_address(&serving, ctx)? {
+            Ok(ip) => {
                 let others: Vec<PoolKey> = tried.into_iter().map(|(p, _)| p).collect();
                 ctx.index.stop_waiting(&others, holder);
-                return Ok(Choice::Chosen(pool.clone()));
+                return Ok(Choice::Chosen(serving.key, ip));
             }
             Err(error) => {
-                if matches!(error, AllocError::Exhausted(_)) {
-                    ctx.metrics.exhaustions.get_or_create(&PoolLabels::of(pool)).inc();
-                }
                 ctx.index.wait_for_pool(pool, holder);
                 tried.push((pool.clone(), error.to_string()));
             }
