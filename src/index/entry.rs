@@ -15,8 +15,11 @@ use std::sync::Arc;
 
 use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
 
+use super::PoolFacts;
 use super::keys::PoolKey;
 use super::registry::Registry;
+use super::spec::build_allocators;
+use crate::api::IPPoolSpec;
 
 mod reading;
 
@@ -75,11 +78,47 @@ pub enum HoldKind {
     Claim,
 }
 
+/// The pool object as the index knows it: the one place its spec, facts and allocators live.
+pub enum PoolState {
+    /// No object: not listed yet, or deleted. Holds stay; nothing is handed out.
+    Missing,
+    /// An object whose spec describes no addresses, and why.
+    Invalid { spec: IPPoolSpec, facts: PoolFacts, reason: String },
+    /// An object whose allocators hand out addresses.
+    Ready { spec: IPPoolSpec, facts: PoolFacts, allocators: Vec<FamilyPool> },
+}
+
+impl PoolState {
+    fn spec(&self) -> Option<&IPPoolSpec> {
+        match self {
+            PoolState::Missing => None,
+            PoolState::Invalid { spec, .. } | PoolState::Ready { spec, .. } => Some(spec),
+        }
+    }
+
+    fn facts(&self) -> Option<&PoolFacts> {
+        match self {
+            PoolState::Missing => None,
+            PoolState::Invalid { facts, .. } | PoolState::Ready { facts, .. } => Some(facts),
+        }
+    }
+}
+
+/// What applying a pool object changed.
+pub struct Applied {
+    /// The object is new to the index (start-up, leader change, or created).
+    pub first_sight: bool,
+    pub spec_changed: bool,
+    pub facts_changed: bool,
+    /// Held addresses that lie outside the pool as it is now.
+    pub outside: Vec<IpAddr>,
+}
+
 /// One pool's state.
 pub struct PoolEntry {
     key: Arc<PoolKey>,
     registry: Arc<Registry>,
-    allocators: Result<Vec<FamilyPool>, String>,
+    state: PoolState,
     holds: HashMap<HolderKey, Holds>,
     users: HashMap<IpAddr, Vec<HolderKey>>,
     waiting: BTreeSet<HolderKey>,
@@ -100,7 +139,7 @@ impl PoolEntry {
             key: Arc::new(key),
             registry,
             foreign: BTreeSet::new(),
-            allocators: Err(String::new()),
+            state: PoolState::Missing,
             holds: HashMap::new(),
             users: HashMap::new(),
             waiting: BTreeSet::new(),
@@ -109,14 +148,62 @@ impl PoolEntry {
         }
     }
 
-    /// Installs the allocators of a new or edited pool spec, carrying every held address over.
-    /// Returns the held addresses that now lie outside the pool.
-    pub fn set_allocators(&mut self, allocators: Result<Vec<FamilyPool>, String>) -> Vec<IpAddr> {
-        self.allocators = allocators;
+    /// The pool object was seen (created or changed). A new or edited spec gets new allocators,
+    /// with every held address carried over; changed facts are only recorded.
+    pub fn apply(&mut self, spec: &IPPoolSpec, facts: PoolFacts) -> Applied {
+        let first_sight = matches!(self.state, PoolState::Missing);
+        let spec_changed = self.state.spec() != Some(spec);
+        let facts_changed = self.state.facts() != Some(&facts);
+        let outside = if spec_changed {
+            self.state = match build_allocators(spec) {
+                Ok(allocators) => PoolState::Ready { spec: spec.clone(), facts, allocators },
+                Err(reason) => PoolState::Invalid { spec: spec.clone(), facts, reason },
+            };
+            self.carry_holds_over()
+        } else {
+            match &mut self.state {
+                PoolState::Invalid { facts: old, .. } | PoolState::Ready { facts: old, .. } => *old = facts,
+                PoolState::Missing => {}
+            }
+            self.out_of_range()
+        };
+        Applied { first_sight, spec_changed, facts_changed, outside }
+    }
+
+    /// The pool object is gone: holds stay, nothing can be allocated.
+    pub fn delete(&mut self) {
+        self.state = PoolState::Missing;
+    }
+
+    /// The pool's spec, when its object is known.
+    pub fn spec(&self) -> Option<&IPPoolSpec> {
+        self.state.spec()
+    }
+
+    /// The pool's facts, when its object is known.
+    pub fn facts(&self) -> Option<&PoolFacts> {
+        self.state.facts()
+    }
+
+    /// Whether the index knows no object of this pool.
+    pub fn is_missing(&self) -> bool {
+        matches!(self.state, PoolState::Missing)
+    }
+
+    fn allocators_mut(&mut self) -> Option<&mut Vec<FamilyPool>> {
+        match &mut self.state {
+            PoolState::Ready { allocators, .. } => Some(allocators),
+            _ => None,
+        }
+    }
+
+    /// Marks every held address in new allocators; returns those that now lie outside the pool.
+    fn carry_holds_over(&mut self) -> Vec<IpAddr> {
         self.foreign.clear();
         let mut outside = Vec::new();
-        if let Ok(pools) = self.allocators.as_mut() {
-            for &ip in self.users.keys() {
+        let users: Vec<IpAddr> = self.users.keys().copied().collect();
+        if let Some(pools) = self.allocators_mut() {
+            for ip in users {
                 match pools.iter_mut().find(|p| p.family() == Family::of(ip)) {
                     Some(pool) => {
                         if pool.mark_used(ip) == Marked::OutOfRange {
@@ -129,11 +216,6 @@ impl PoolEntry {
         }
         outside.sort();
         outside
-    }
-
-    /// Forgets the pool object (deleted): holds stay, nothing can be allocated.
-    pub fn clear_allocators(&mut self, why: String) {
-        self.allocators = Err(why);
     }
 
     /// Records or drops one hold of a holder. Returns true when an address became free.
@@ -167,7 +249,7 @@ impl PoolEntry {
     }
 
     fn allocator_for(&mut self, ip: IpAddr) -> Option<&mut FamilyPool> {
-        self.allocators.as_mut().ok()?.iter_mut().find(|p| p.family() == Family::of(ip))
+        self.allocators_mut()?.iter_mut().find(|p| p.family() == Family::of(ip))
     }
 
     fn add_user(&mut self, ip: IpAddr, holder: &HolderKey) {
@@ -254,9 +336,11 @@ impl PoolEntry {
             _ => request,
         };
         let family = {
-            let pools = self.allocators.as_ref().map_err(|why| {
-                if why.is_empty() { AllocError::PoolMissing } else { AllocError::PoolInvalid(why.clone()) }
-            })?;
+            let pools = match &self.state {
+                PoolState::Missing => return Err(AllocError::PoolMissing),
+                PoolState::Invalid { reason, .. } => return Err(AllocError::PoolInvalid(reason.clone())),
+                PoolState::Ready { allocators, .. } => allocators,
+            };
             let family = match request.family {
                 Some(f) => f,
                 None => pools.first().map(FamilyPool::family).ok_or(AllocError::PoolMissing)?,
@@ -272,12 +356,11 @@ impl PoolEntry {
         }
 
         let (registry, key, foreign) = (&self.registry, &self.key, &mut self.foreign);
-        let pool = self
-            .allocators
-            .as_mut()
-            .ok()
-            .and_then(|pools| pools.iter_mut().find(|p| p.family() == family))
-            .ok_or(AllocError::FamilyNotInPool(family))?;
+        let pool = match &mut self.state {
+            PoolState::Ready { allocators, .. } => allocators.iter_mut().find(|p| p.family() == family),
+            _ => None,
+        }
+        .ok_or(AllocError::FamilyNotInPool(family))?;
         let ip = match request.address {
             Some(ip) => {
                 pool.allocate(ip)
@@ -326,7 +409,9 @@ impl PoolEntry {
             if served {
                 return None;
             }
-            let pools = self.allocators.as_ref().ok()?;
+            let PoolState::Ready { allocators: pools, .. } = &self.state else {
+                return None;
+            };
             match pools.iter().find(|p| p.family() == Family::of(ip)) {
                 None => Some(format!("the pool has no {} addresses", Family::of(ip))),
                 Some(pool) => pool.check(ip).err().map(|why| format!("the pool may not hand it out ({why})")),
@@ -420,12 +505,16 @@ impl PoolEntry {
 
     /// The allocators (for counts), or why there are none.
     pub fn allocators(&self) -> Result<&[FamilyPool], &str> {
-        self.allocators.as_deref().map_err(String::as_str)
+        match &self.state {
+            PoolState::Missing => Err("the pool object is not known"),
+            PoolState::Invalid { reason, .. } => Err(reason),
+            PoolState::Ready { allocators, .. } => Ok(allocators),
+        }
     }
 
     /// Held addresses that lie in no allocator of their family (e.g. a pool that was shrunk).
     pub fn out_of_range(&self) -> Vec<IpAddr> {
-        let Ok(pools) = self.allocators.as_ref() else {
+        let PoolState::Ready { allocators: pools, .. } = &self.state else {
             return Vec::new();
         };
         let mut outside: Vec<IpAddr> = self

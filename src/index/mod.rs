@@ -49,11 +49,8 @@ pub struct PoolFacts {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
-struct Slot {
-    entry: PoolEntry,
-    facts: Option<PoolFacts>,
-    spec: Option<IPPoolSpec>,
-}
+/// A pool's entry, behind the lock each allocation takes.
+type Slot = PoolEntry;
 
 /// The shared index. Cheap to clone.
 #[derive(Clone)]
@@ -110,10 +107,7 @@ impl Index {
         let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
         pools
             .entry(key.clone())
-            .or_insert_with(|| {
-                let entry = PoolEntry::new(key.clone(), self.registry.clone());
-                Arc::new(Mutex::new(Slot { entry, facts: None, spec: None }))
-            })
+            .or_insert_with(|| Arc::new(Mutex::new(PoolEntry::new(key.clone(), self.registry.clone()))))
             .clone()
     }
 
@@ -128,7 +122,7 @@ impl Index {
     }
 
     fn wake_waiting(&self, slot: &mut Slot) {
-        for holder in slot.entry.take_waiting() {
+        for holder in slot.take_waiting() {
             self.trigger(Trigger::Claim(holder));
         }
     }
@@ -180,43 +174,32 @@ impl Index {
     ) -> Vec<IpAddr> {
         let slot = self.slot(key);
         let mut slot = lock(&slot);
-        if slot.spec.is_none() && !self.sticky.is_zero() {
+        if slot.is_missing() && !self.sticky.is_zero() {
             // First sight of the pool (start-up, leader change): take the addresses its status
             // remembers for released claims.
             let now = (self.clock)();
             for (holder, ip, until) in remembered.iter().filter(|(_, _, until)| *until > now) {
-                slot.entry.remember(holder, *ip, *until);
+                slot.remember(holder, *ip, *until);
             }
         }
-        let facts_changed = slot.facts.as_ref() != Some(&facts);
-        if facts_changed || slot.spec.as_ref() != Some(spec) {
+        let applied = slot.apply(spec, facts);
+        if applied.spec_changed || applied.facts_changed {
             self.wake_purpose_waiters();
-        }
-        slot.facts = Some(facts);
-        let outside = if slot.spec.as_ref() != Some(spec) {
-            slot.spec = Some(spec.clone());
-            let outside = slot.entry.set_allocators(build_allocators(spec));
             self.wake_waiting(&mut slot);
+        }
+        if applied.spec_changed {
             // Pools sharing its address space may overlap it now, or no longer.
             self.trigger_neighbours(key);
-            outside
-        } else {
-            if facts_changed {
-                self.wake_waiting(&mut slot);
-            }
-            slot.entry.out_of_range()
-        };
+        }
         self.trigger(Trigger::Pool(key.clone()));
-        outside
+        applied.outside
     }
 
     /// A pool object is gone. Its holders stay (their objects still exist until deleted).
     pub fn remove_pool(&self, key: &PoolKey) {
         if let Some(slot) = self.existing_slot(key) {
             let mut slot = lock(&slot);
-            slot.spec = None;
-            slot.facts = None;
-            slot.entry.clear_allocators(String::new());
+            slot.delete();
             self.wake_waiting(&mut slot);
         }
         self.prune(key);
@@ -230,7 +213,7 @@ impl Index {
         let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
         let vacant = pools.get(key).is_some_and(|slot| {
             // Cloning a slot needs the map's lock, held here: a count of one stays one.
-            Arc::strong_count(slot) == 1 && slot.try_lock().is_ok_and(|s| s.spec.is_none() && s.entry.is_vacant())
+            Arc::strong_count(slot) == 1 && slot.try_lock().is_ok_and(|s| s.is_missing() && s.is_vacant())
         });
         if vacant {
             pools.remove(key);
@@ -253,7 +236,7 @@ impl Index {
     pub fn stop_waiting(&self, pools: &[PoolKey], holder: &HolderKey) {
         for pool in pools {
             if let Some(slot) = self.existing_slot(pool) {
-                lock(&slot).entry.stop_waiting(holder);
+                lock(&slot).stop_waiting(holder);
             }
         }
         self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner).remove(holder);
@@ -272,7 +255,7 @@ impl Index {
             .into_iter()
             .filter_map(|(key, slot)| {
                 let slot = lock(&slot);
-                let labels = &slot.facts.as_ref()?.labels;
+                let labels = &slot.facts()?.labels;
                 labels.contains_key(label).then(|| (key, labels.clone()))
             })
             .collect()
@@ -280,25 +263,25 @@ impl Index {
 
     /// The address a claim holds in `pool`, if any.
     pub fn claim_hold(&self, pool: &PoolKey, holder: &HolderKey) -> Option<IpAddr> {
-        self.existing_slot(pool).and_then(|slot| lock(&slot).entry.claim_hold(holder))
+        self.existing_slot(pool).and_then(|slot| lock(&slot).claim_hold(holder))
     }
 
     /// Whether `pool` could hand out an address now: it is valid and has a free one.
     pub fn has_room(&self, pool: &PoolKey) -> bool {
         self.existing_slot(pool).is_some_and(|slot| {
             let slot = lock(&slot);
-            slot.entry.allocators().is_ok_and(|families| families.iter().any(|f| f.counts().free > 0))
+            slot.allocators().is_ok_and(|families| families.iter().any(|f| f.counts().free > 0))
         })
     }
 
     /// Facts of a pool, when its object is known.
     pub fn pool_facts(&self, key: &PoolKey) -> Option<PoolFacts> {
-        self.existing_slot(key).and_then(|slot| lock(&slot).facts.clone())
+        self.existing_slot(key).and_then(|slot| lock(&slot).facts().cloned())
     }
 
     /// The spec of a pool, when its object is known.
     pub fn pool_spec(&self, key: &PoolKey) -> Option<IPPoolSpec> {
-        self.existing_slot(key).and_then(|slot| lock(&slot).spec.clone())
+        self.existing_slot(key).and_then(|slot| lock(&slot).spec().cloned())
     }
 
     /// Records or drops a hold on `pool` (`ip` None drops it).
@@ -307,7 +290,7 @@ impl Index {
         let Some(slot) = slot else { return };
         {
             let mut slot = lock(&slot);
-            if slot.entry.set_hold(holder, kind, ip) {
+            if slot.set_hold(holder, kind, ip) {
                 self.wake_waiting(&mut slot);
             }
             self.wake_conflicting(&mut slot);
@@ -323,7 +306,7 @@ impl Index {
 
     /// The address an `IPAddress` object of this holder records in `pool`.
     pub fn object_hold(&self, pool: &PoolKey, holder: &HolderKey) -> Option<IpAddr> {
-        self.existing_slot(pool).and_then(|slot| lock(&slot).entry.object_hold(holder))
+        self.existing_slot(pool).and_then(|slot| lock(&slot).object_hold(holder))
     }
 
     /// Allocates an address of `pool` for a claim; the same address again for the same claim.
@@ -331,9 +314,9 @@ impl Index {
     pub fn allocate(&self, pool: &PoolKey, holder: &HolderKey, request: Request) -> Result<IpAddr, AllocError> {
         let slot = self.slot(pool);
         let mut slot = lock(&slot);
-        let result = slot.entry.allocate(holder, request);
+        let result = slot.allocate(holder, request);
         if matches!(result, Err(AllocError::Exhausted(_))) {
-            slot.entry.wait_for_room(holder);
+            slot.wait_for_room(holder);
         }
         self.wake_conflicting(&mut slot);
         result
@@ -345,21 +328,21 @@ impl Index {
     pub fn adopt(&self, pool: &PoolKey, holder: &HolderKey, ip: IpAddr, served: bool) -> Result<(), AllocError> {
         let slot = self.slot(pool);
         let mut slot = lock(&slot);
-        let result = slot.entry.adopt(holder, ip, served);
+        let result = slot.adopt(holder, ip, served);
         self.wake_conflicting(&mut slot);
         result
     }
 
     /// Triggers the claims whose address gained or lost another holder.
     fn wake_conflicting(&self, slot: &mut Slot) {
-        for holder in slot.entry.take_woken() {
+        for holder in slot.take_woken() {
             self.trigger(Trigger::Claim(holder));
         }
     }
 
     /// Remembers a claim to be triggered when the pool changes or an address of it is freed.
     pub fn wait_for_pool(&self, pool: &PoolKey, holder: &HolderKey) {
-        lock(&self.slot(pool)).entry.wait_for_room(holder);
+        lock(&self.slot(pool)).wait_for_room(holder);
     }
 
     /// Drops the hold of a claim whose `IPAddress` was never seen (the pool is going away and
@@ -367,8 +350,8 @@ impl Index {
     pub fn drop_unwritten(&self, pool: &PoolKey, holder: &HolderKey) {
         if let Some(slot) = self.existing_slot(pool) {
             let mut slot = lock(&slot);
-            if slot.entry.object_hold(holder).is_none() && slot.entry.claim_hold(holder).is_some() {
-                slot.entry.set_hold(holder, HoldKind::Claim, None);
+            if slot.object_hold(holder).is_none() && slot.claim_hold(holder).is_some() {
+                slot.set_hold(holder, HoldKind::Claim, None);
                 self.trigger(Trigger::Pool(pool.clone()));
             }
         }
@@ -388,14 +371,14 @@ impl Index {
     pub fn release_claim(&self, pool: &PoolKey, holder: &HolderKey) {
         if let Some(slot) = self.existing_slot(pool) {
             let mut slot = lock(&slot);
-            slot.entry.stop_waiting(holder);
-            if let Some(ip) = slot.entry.claim_hold(holder)
+            slot.stop_waiting(holder);
+            if let Some(ip) = slot.claim_hold(holder)
                 && !self.sticky.is_zero()
             {
                 let until = (self.clock)().saturating_add(self.sticky).unwrap_or(Timestamp::MAX);
-                slot.entry.remember(holder, ip, until);
+                slot.remember(holder, ip, until);
             }
-            if slot.entry.set_hold(holder, HoldKind::Claim, None) {
+            if slot.set_hold(holder, HoldKind::Claim, None) {
                 self.wake_waiting(&mut slot);
             }
             self.wake_conflicting(&mut slot);
@@ -411,12 +394,12 @@ impl Index {
         let mut vacant = Vec::new();
         for slot in slots {
             let mut slot = lock(&slot);
-            slot.entry.expire_remembered(now);
-            if slot.entry.release_foreign() {
+            slot.expire_remembered(now);
+            if slot.release_foreign() {
                 self.wake_waiting(&mut slot);
             }
-            if slot.spec.is_none() && slot.entry.is_vacant() {
-                vacant.push(slot.entry.key().clone());
+            if slot.is_missing() && slot.is_vacant() {
+                vacant.push(slot.key().clone());
             }
         }
         for key in vacant {
@@ -432,7 +415,7 @@ impl Index {
     /// How many claims wait for a pool, over every pool.
     pub fn waiting_claims(&self) -> usize {
         let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
-        slots.iter().map(|slot| lock(slot).entry.waiting_count()).sum()
+        slots.iter().map(|slot| lock(slot).waiting_count()).sum()
     }
 
     /// Counts, conflicts and validity of a pool, for its status.
@@ -442,7 +425,7 @@ impl Index {
         };
         let (mut report, ranges) = {
             let slot = lock(&slot);
-            (PoolReport::of(&slot.entry), slot.entry.ranges())
+            (PoolReport::of(&slot), slot.ranges())
         };
         report.overlaps = self.overlapping(pool, &ranges);
         report
@@ -464,7 +447,7 @@ impl Index {
         let mut found: Vec<PoolKey> = others
             .into_iter()
             .filter(|(_, slot)| {
-                let theirs = lock(slot).entry.ranges();
+                let theirs = lock(slot).ranges();
                 ranges.iter().any(|(a, b)| theirs.iter().any(|(c, d)| a <= d && c <= b))
             })
             .map(|(key, _)| key)

@@ -141,3 +141,33 @@ fn an_address_skipped_for_an_overlapping_pool_comes_back_once_that_pool_lets_it_
     index.expire_remembered();
     assert_eq!(index.allocate(&a, &holder("in-a"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.1".into()));
 }
+
+#[test]
+fn a_pool_moves_between_missing_invalid_and_ready_and_its_holds_outlive_each_state() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = PoolKey::in_cluster("ns", "p");
+    let vm = holder("vm");
+    assert_eq!(index.allocate(&key, &vm, Request::default()), Err(AllocError::PoolMissing), "never seen");
+
+    assert_eq!(ready_pool(&index, &["10.0.0.1-10.0.0.5"]), key);
+    let taken = index.allocate(&key, &vm, Request::default()).unwrap();
+    assert!(index.pool_spec(&key).is_some() && index.pool_facts(&key).is_some());
+
+    // An edit that makes the spec invalid: nothing is handed out, the reason is kept, the hold stays.
+    index.upsert_pool(&key, &spec(&["10.0.0.9-10.0.0.1"]), PoolFacts::default(), &[]);
+    match index.allocate(&key, &holder("other"), Request::default()) {
+        Err(AllocError::PoolInvalid(reason)) => assert!(reason.contains("10.0.0.9-10.0.0.1"), "{reason}"),
+        other => panic!("expected PoolInvalid, got {other:?}"),
+    }
+    assert_eq!(index.claim_hold(&key, &vm), Some(taken));
+
+    // Deleted: spec and facts are gone, the hold is not.
+    index.remove_pool(&key);
+    assert_eq!(index.allocate(&key, &holder("other"), Request::default()), Err(AllocError::PoolMissing));
+    assert!(index.pool_spec(&key).is_none() && index.pool_facts(&key).is_none());
+    assert_eq!(index.claim_hold(&key, &vm), Some(taken));
+
+    // Back, valid again: the held address is still taken.
+    ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
+    assert_ne!(index.allocate(&key, &holder("other"), Request::default()), Ok(taken));
+}

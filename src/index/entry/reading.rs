@@ -40,12 +40,7 @@ impl PoolEntry {
 
     /// The pool's allocatable ranges, every family.
     pub fn ranges(&self) -> Vec<(IpAddr, IpAddr)> {
-        self.allocators
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|p| p.allocatable_ranges().collect::<Vec<_>>())
-            .collect()
+        self.allocators().unwrap_or_default().iter().flat_map(|p| p.allocatable_ranges().collect::<Vec<_>>()).collect()
     }
 
     /// Holders whose `IPAddress` object records an address of this pool.
