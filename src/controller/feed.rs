@@ -3,6 +3,7 @@
 //! every re-listing so that objects deleted while the watch was down are forgotten.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::net::IpAddr;
 
 use kube::ResourceExt;
@@ -14,54 +15,91 @@ use crate::index::{HoldKind, HolderKey, Index, PoolKey, Trigger};
 
 use super::pool::PoolObject;
 
+/// The bookkeeping of a watch's listings that both feeds share: which objects the current
+/// listing brought, so that those it did not bring (deleted while the watch was down) are
+/// forgotten at its end, and the end of the first listing.
+struct Listings<K> {
+    seen: Option<HashSet<K>>,
+    on_first: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// How a listing ended.
+struct ListingEnd<K> {
+    /// Known objects the listing did not bring.
+    gone: Vec<K>,
+    /// It was the watch's first complete listing.
+    first: bool,
+}
+
+impl<K: Clone + Eq + Hash> Listings<K> {
+    /// `on_first` runs once, at the end of the first complete listing.
+    fn new(on_first: impl FnOnce() + Send + 'static) -> Self {
+        Listings { seen: None, on_first: Some(Box::new(on_first)) }
+    }
+
+    fn listed_once(&self) -> bool {
+        self.on_first.is_none()
+    }
+
+    fn started(&mut self) {
+        self.seen = Some(HashSet::new());
+    }
+
+    fn brought(&mut self, key: K) {
+        if let Some(seen) = self.seen.as_mut() {
+            seen.insert(key);
+        }
+    }
+
+    fn ended<'a>(&mut self, known: impl Iterator<Item = &'a K>) -> ListingEnd<K>
+    where
+        K: 'a,
+    {
+        let gone = match self.seen.take() {
+            Some(seen) => known.filter(|k| !seen.contains(*k)).cloned().collect(),
+            None => Vec::new(),
+        };
+        let first = match self.on_first.take() {
+            Some(done) => {
+                done();
+                true
+            }
+            None => false,
+        };
+        ListingEnd { gone, first }
+    }
+}
+
 /// Feeds `IPAddress` watch events into the index.
 pub struct AddressFeed {
     index: Index,
     known: HashMap<HolderKey, PoolKey>,
-    relisted: Option<HashSet<HolderKey>>,
-    listed_once: bool,
+    listings: Listings<HolderKey>,
     /// The watch failed since the last complete listing.
     stale: bool,
-    on_listed: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl AddressFeed {
     /// `on_listed` runs once, after the first complete listing.
     pub fn new(index: Index, on_listed: impl FnOnce() + Send + 'static) -> Self {
-        AddressFeed {
-            index,
-            known: HashMap::new(),
-            relisted: None,
-            listed_once: false,
-            stale: false,
-            on_listed: Some(Box::new(on_listed)),
-        }
+        AddressFeed { index, known: HashMap::new(), listings: Listings::new(on_listed), stale: false }
     }
 
     pub fn apply(&mut self, event: &Event<IPAddress>) {
         match event {
             Event::Apply(address) => self.observe(address),
             Event::Delete(address) => self.forget(&holder_of(address)),
-            Event::Init => self.relisted = Some(HashSet::new()),
+            Event::Init => self.listings.started(),
             Event::InitApply(address) => {
-                if let Some(seen) = self.relisted.as_mut() {
-                    seen.insert(holder_of(address));
-                }
+                self.listings.brought(holder_of(address));
                 self.observe(address);
             }
             Event::InitDone => {
-                if let Some(seen) = self.relisted.take() {
-                    let gone: Vec<HolderKey> = self.known.keys().filter(|h| !seen.contains(*h)).cloned().collect();
-                    for holder in gone {
-                        self.forget(&holder);
-                    }
+                let end = self.listings.ended(self.known.keys());
+                for holder in end.gone {
+                    self.forget(&holder);
                 }
-                if !self.listed_once {
-                    self.listed_once = true;
-                    if let Some(done) = self.on_listed.take() {
-                        done();
-                    }
-                } else if self.stale {
+                if !end.first && self.stale {
                     self.stale = false;
                     self.index.set_ready();
                     info!("IPAddresses listed again after a watch failure: claims allocate again");
@@ -73,7 +111,8 @@ impl AddressFeed {
     /// The watch failed: addresses may have been made or deleted meanwhile, so no claim
     /// allocates until the listing that follows is complete.
     pub fn failed(&mut self) {
-        if self.listed_once && !self.stale {
+        // Before the first listing ends the index is not ready anyway.
+        if self.listings.listed_once() && !self.stale {
             self.stale = true;
             self.index.set_stale();
             warn!("the IPAddress watch failed: allocations wait until every IPAddress is listed again");
@@ -123,45 +162,27 @@ fn holder_of(address: &IPAddress) -> HolderKey {
 pub struct PoolFeed {
     index: Index,
     known: HashSet<PoolKey>,
-    relisted: Option<HashSet<PoolKey>>,
-    listed_once: bool,
-    on_listed: Option<Box<dyn FnOnce() + Send>>,
+    listings: Listings<PoolKey>,
 }
 
 impl PoolFeed {
+    /// `on_listed` runs once, after the first complete listing.
     pub fn new(index: Index, on_listed: impl FnOnce() + Send + 'static) -> Self {
-        PoolFeed {
-            index,
-            known: HashSet::new(),
-            relisted: None,
-            listed_once: false,
-            on_listed: Some(Box::new(on_listed)),
-        }
+        PoolFeed { index, known: HashSet::new(), listings: Listings::new(on_listed) }
     }
 
     pub fn apply<K: PoolObject>(&mut self, event: &Event<K>) {
         match event {
             Event::Apply(pool) => self.observe(pool),
             Event::Delete(pool) => self.forget(&pool.key()),
-            Event::Init => self.relisted = Some(HashSet::new()),
+            Event::Init => self.listings.started(),
             Event::InitApply(pool) => {
-                if let Some(seen) = self.relisted.as_mut() {
-                    seen.insert(pool.key());
-                }
+                self.listings.brought(pool.key());
                 self.observe(pool);
             }
             Event::InitDone => {
-                if let Some(seen) = self.relisted.take() {
-                    let gone: Vec<PoolKey> = self.known.iter().filter(|k| !seen.contains(*k)).cloned().collect();
-                    for key in gone {
-                        self.forget(&key);
-                    }
-                }
-                if !self.listed_once {
-                    self.listed_once = true;
-                    if let Some(done) = self.on_listed.take() {
-                        done();
-                    }
+                for key in self.listings.ended(self.known.iter()).gone {
+                    self.forget(&key);
                 }
             }
         }
