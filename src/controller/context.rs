@@ -3,7 +3,7 @@
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use tracing::warn;
 
 use crate::api::CapiVersion;
@@ -77,8 +77,8 @@ impl Context {
 
     /// The Cluster of this name, as the watch last saw it.
     pub fn cached_cluster(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Cluster>> {
-        let clusters = self.clusters.as_ref()?;
-        clusters.find(|c| c.name_any() == name && c.namespace().as_deref() == Some(namespace))
+        let (clusters, resource) = (self.clusters.as_ref()?, self.cluster_resource.as_ref()?);
+        clusters.get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
     }
 
     /// Records an Event on an object. A failure to record is logged, never fatal.

@@ -17,7 +17,7 @@ use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
 use crate::api::CapiVersion;
-use crate::api::capi::{IPAddress, IPAddressClaim};
+use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::client::{Fence, ServerClock};
 use crate::index::Index;
 use crate::metrics::Metrics;
@@ -139,6 +139,7 @@ pub struct World {
     pub ctx: Arc<Context>,
     pub addresses: Writer<IPAddress>,
     pub claims: Writer<IPAddressClaim>,
+    pub clusters: Writer<Cluster>,
 }
 
 impl World {
@@ -180,7 +181,7 @@ impl World {
             clock: ServerClock::default(),
             first_seen: Default::default(),
         };
-        World { ctx: Arc::new(ctx), addresses, claims }
+        World { ctx: Arc::new(ctx), addresses, claims, clusters }
     }
 }
 

@@ -272,3 +272,26 @@ async fn a_suspended_term_sends_nothing_until_its_fence_opens_again() {
     reconcile.await.unwrap().expect("the claim is served once the term resumes");
     api.finish();
 }
+
+#[tokio::test]
+async fn a_claim_naming_its_running_cluster_finds_it_and_is_served_with_its_label() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::PATCH, claims("c")).answer(200, written_claim("2")),
+        Expect::new(Method::POST, addresses(None))
+            .body(|body| {
+                let label = &body["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"];
+                expect(label == "wl", "the address does not carry its Cluster's name")
+            })
+            .answer(201, address("10.0.0.10", &[PROTECT_ADDRESS_FINALIZER])),
+        status_ready(),
+    ]);
+    let mut world = World::new(client);
+    with_pool(&world);
+    // Found by name in the store: a Cluster that is missing would hold the claim back.
+    world.clusters.apply_watcher_event(&Event::Apply(fixtures::cluster("wl")));
+    let mut claim = fixtures::claim("c", "pool");
+    claim.spec.cluster_name = Some("wl".into());
+
+    super::reconcile(Arc::new(claim), world.ctx.clone()).await.expect("served");
+    api.finish();
+}
