@@ -187,8 +187,10 @@ impl Index {
             self.wake_purpose_waiters();
             self.wake_waiting(&mut slot);
         }
-        if applied.spec_changed {
-            // Pools sharing its address space may overlap it now, or no longer.
+        // Pools sharing its address space may overlap it now, or no longer. While the index is
+        // first built, every pool is reconciled once its listing ends anyway: telling each pool's
+        // neighbours about each other then would cost pools x pools messages.
+        if applied.spec_changed && !(applied.first_sight && !self.is_ready()) {
             self.trigger_neighbours(key);
         }
         self.trigger(Trigger::Pool(key.clone()));

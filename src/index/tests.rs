@@ -171,3 +171,27 @@ fn a_pool_moves_between_missing_invalid_and_ready_and_its_holds_outlive_each_sta
     ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
     assert_ne!(index.allocate(&key, &holder("other"), Request::default()), Ok(taken));
 }
+
+#[test]
+fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_neighbours() {
+    let (index, mut triggers) = Index::new(Duration::ZERO);
+    let keys: Vec<PoolKey> = (0..3).map(|n| PoolKey::in_cluster("ns", &format!("p{n}"))).collect();
+    for (n, key) in keys.iter().enumerate() {
+        index.upsert_pool(key, &spec(&[&format!("10.0.{n}.1-10.0.{n}.9")]), PoolFacts::default(), &[]);
+    }
+    let mut sent = Vec::new();
+    while let Ok(trigger) = triggers.try_recv() {
+        sent.push(trigger);
+    }
+    let expected: Vec<Trigger> = keys.iter().map(|k| Trigger::Pool(k.clone())).collect();
+    assert_eq!(sent, expected, "each pool once, its neighbours not at all");
+
+    index.set_ready();
+    index.upsert_pool(&keys[0], &spec(&["10.0.1.1-10.0.1.9"]), PoolFacts::default(), &[]);
+    let mut woken = Vec::new();
+    while let Ok(Trigger::Pool(key)) = triggers.try_recv() {
+        woken.push(key.name);
+    }
+    woken.sort();
+    assert_eq!(woken, ["p0", "p1", "p2"], "an edit that may overlap the neighbours wakes them and itself");
+}
