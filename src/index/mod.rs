@@ -190,7 +190,7 @@ impl Index {
         // Pools sharing its address space may overlap it now, or no longer. While the index is
         // first built, every pool is reconciled once its listing ends anyway: telling each pool's
         // neighbours about each other then would cost pools x pools messages.
-        if applied.spec_changed && !(applied.first_sight && !self.is_ready()) {
+        if applied.spec_changed && (self.is_ready() || !applied.first_sight) {
             self.trigger_neighbours(key);
         }
         self.trigger(Trigger::Pool(key.clone()));
