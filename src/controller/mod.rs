@@ -1,5 +1,6 @@
 //! The controllers: claims, pools, and the watches that feed the index.
 
+mod by_cluster;
 pub mod claim;
 pub mod cluster_vip;
 pub mod context;

@@ -26,7 +26,8 @@ use crate::health::Health;
 use crate::index::{Index, PoolKind, Trigger};
 use crate::metrics::{ControllerLabels, Metrics};
 
-use super::claim::{self, cluster_name};
+use super::by_cluster::ClaimsByCluster;
+use super::claim;
 use super::cluster_vip;
 use super::context::Context;
 use super::discovery::Served;
@@ -264,6 +265,8 @@ pub async fn run(
     let (claim_tx, claim_rx) = mpsc::unbounded_channel::<ObjectRef<IPAddressClaim>>();
     let claim_api: Api<IPAddressClaim> = settings.scoped(&client, &claim_resource);
     let (claims, claim_writer) = store_with(claim_resource.clone());
+    let by_cluster = ClaimsByCluster::default();
+    let claims_of_clusters = by_cluster.clone();
     let claim_events = reflector::reflector(
         claim_writer,
         watched(
@@ -272,7 +275,12 @@ pub async fn run(
             watcher(claim_api, settings.filtered()).backoff(WatchBackoff::default()),
         )
         .modify(lean),
-    );
+    )
+    .inspect(move |event| {
+        if let Ok(event) = event {
+            claims_of_clusters.apply(event);
+        }
+    });
     let (claims_relisted, claim_relistings) = triggers::relistings();
     let claim_watch = triggers::objects(claim_events, Wake::Applied, claims_relisted.clone());
     let claim_controller = Controller::for_stream_with(claim_watch, claims.clone(), claim_resource.clone())
@@ -283,7 +291,6 @@ pub async fn run(
         let resource = version.cluster_resource();
         let (store, writer) = store_with(resource.clone());
         let api: Api<Cluster> = settings.scoped(&client, &resource);
-        let claims = claims.clone();
         let tx = claim_tx.clone();
         let claim_resource = claim_resource.clone();
         let watch =
@@ -299,11 +306,9 @@ pub async fn run(
         let events = reflector::reflector(writer, watch.modify(lean));
         let watch = triggers::objects(events, Wake::Touched, relisted).map(move |cluster| {
             if let Ok(cluster) = &cluster {
-                let namespace = cluster.namespace();
-                for claim in claims.state().iter().filter(|c| {
-                    c.namespace() == namespace && cluster_name(c).as_deref() == Some(cluster.name_any().as_str())
-                }) {
-                    let _ = tx.send(ObjectRef::from_obj_with(claim.as_ref(), claim_resource.clone()));
+                let namespace = cluster.namespace().unwrap_or_default();
+                for claim in by_cluster.claims_of(&namespace, &cluster.name_any()) {
+                    let _ = tx.send(ObjectRef::new_with(&claim, claim_resource.clone()).within(&namespace));
                 }
             }
             cluster
