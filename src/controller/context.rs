@@ -36,8 +36,6 @@ pub struct Context {
     pub only_namespace: Option<String>,
     /// Whether this replica may write now (its leadership term is not suspended).
     pub fence: crate::client::Fence,
-    /// Where watches report how they fare.
-    pub health: crate::health::Health,
     /// The API server's clock: grace periods and condition times are on it.
     pub clock: crate::client::ServerClock,
     /// When each claim still waiting for its address was first seen (for the latency histogram).

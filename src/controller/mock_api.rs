@@ -177,7 +177,6 @@ impl World {
             pool_writes: super::pool::WriteThrottle::new(Duration::ZERO, Duration::from_secs(5), 1000),
             only_namespace: None,
             fence,
-            health: crate::health::Health::default(),
             clock: ServerClock::default(),
             first_seen: Default::default(),
         };

@@ -13,9 +13,9 @@ pub(crate) mod mock_api;
 pub mod own_writes;
 pub mod pool;
 pub mod provider;
-pub mod run;
 mod triggers;
 mod watches;
+pub mod wiring;
 
 use kube::api::{PatchParams, PostParams};
 

@@ -13,14 +13,13 @@ use std::time::Duration;
 use std::future::Future;
 
 use anyhow::Context as _;
-use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::cli::{RunFlags, parse_bind_address};
 use crate::client::{self, Fence, Timeouts};
 use crate::controller::discovery;
-use crate::controller::run::{self as controllers, Settings};
+use crate::controller::wiring::{Settings, Term};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use leader::Leadership;
@@ -129,16 +128,16 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         fence: connection.fence.clone(),
     };
 
-    let replica = Replica { client, served, settings, health, metrics };
+    let controllers = Term { client, served, settings, health, metrics };
     if !flags.leader_elect {
-        replica.metrics.leader.set(1);
-        return finish_term(replica.term(&shutdown), &shutdown).await;
+        controllers.metrics.leader.set(1);
+        return finish_term(controllers.run(shutdown.clone().cancelled_owned()), &shutdown).await;
     }
 
     let campaign =
-        leader::campaign(lease_client, lease_settings(&flags, identity), connection.fence, replica.health.clone());
+        leader::campaign(lease_client, lease_settings(&flags, identity), connection.fence, controllers.health.clone());
     let mut leading = campaign.leading.clone();
-    let result = replica.lead(&mut leading, shutdown).await;
+    let result = lead(&controllers, &mut leading, shutdown).await;
     campaign.resign(Duration::from_secs(2)).await;
     result
 }
@@ -163,74 +162,52 @@ async fn finish_term(
     }
 }
 
-/// What each leadership term runs with.
-struct Replica {
-    client: Client,
-    served: discovery::Served,
-    settings: Settings,
-    health: Health,
-    metrics: Arc<Metrics>,
-}
-
-impl Replica {
-    /// The controllers of one term, from an empty index, until shutdown.
-    fn term(&self, shutdown: &CancellationToken) -> impl Future<Output = anyhow::Result<()>> + use<> {
-        controllers::run(
-            self.client.clone(),
-            self.served,
-            self.settings.clone(),
-            self.health.clone(),
-            self.metrics.clone(),
-            shutdown.clone().cancelled_owned(),
-        )
-    }
-
-    /// Stands by, and runs the controllers for each leadership term, until shutdown. A suspended
-    /// term (its writes refused) keeps running; it ends when another replica holds the lease.
-    async fn lead(
-        &self,
-        leading: &mut tokio::sync::watch::Receiver<Leadership>,
-        shutdown: CancellationToken,
-    ) -> anyhow::Result<()> {
-        let (health, metrics) = (&self.health, &self.metrics);
-        loop {
-            // Standing by is a healthy, ready state.
-            health.set_ready(true);
-            let term = tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                state = leading.wait_for(|l| matches!(l, Leadership::Leading(_))) => {
-                    match *state.context("the leader election stopped")? {
-                        Leadership::Leading(term) => term,
-                        _ => continue,
-                    }
+/// Stands by, and runs the controllers of `controllers` for each leadership term, until
+/// shutdown. A suspended term (its writes refused) keeps running; it ends when another replica
+/// holds the lease.
+async fn lead(
+    controllers: &Term,
+    leading: &mut tokio::sync::watch::Receiver<Leadership>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (health, metrics) = (&controllers.health, &controllers.metrics);
+    loop {
+        // Standing by is a healthy, ready state.
+        health.set_ready(true);
+        let term = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            state = leading.wait_for(|l| matches!(l, Leadership::Leading(_))) => {
+                match *state.context("the leader election stopped")? {
+                    Leadership::Leading(term) => term,
+                    _ => continue,
                 }
-            };
-            info!(term, "became the leader: building the index, then serving claims");
-            health.set_ready(false);
-            metrics.leader.set(1);
-            let mut run = std::pin::pin!(finish_term(self.term(&shutdown), &shutdown));
-            loop {
-                tokio::select! {
-                    result = &mut run => return result,
-                    changed = leading.changed() => {
-                        changed.context("the leader election stopped")?;
-                        match *leading.borrow_and_update() {
-                            Leadership::Leading(t) if t == term => {
-                                metrics.leader.set(1);
-                            }
-                            Leadership::Suspended(t) if t == term => {
-                                metrics.leader.set(0);
-                            }
-                            _ => break,
+            }
+        };
+        info!(term, "became the leader: building the index, then serving claims");
+        health.set_ready(false);
+        metrics.leader.set(1);
+        let mut run = std::pin::pin!(finish_term(controllers.run(shutdown.clone().cancelled_owned()), &shutdown));
+        loop {
+            tokio::select! {
+                result = &mut run => return result,
+                changed = leading.changed() => {
+                    changed.context("the leader election stopped")?;
+                    match *leading.borrow_and_update() {
+                        Leadership::Leading(t) if t == term => {
+                            metrics.leader.set(1);
                         }
+                        Leadership::Suspended(t) if t == term => {
+                            metrics.leader.set(0);
+                        }
+                        _ => break,
                     }
                 }
             }
-            // Dropping the term cancels every reconcile in flight; the fence already refuses
-            // their writes.
-            metrics.stand_by();
-            health.forget_watches();
-            warn!(term, "standing by: the leadership term ended, its index is dropped");
         }
+        // Dropping the term cancels every reconcile in flight; the fence already refuses
+        // their writes.
+        metrics.stand_by();
+        health.forget_watches();
+        warn!(term, "standing by: the leadership term ended, its index is dropped");
     }
 }

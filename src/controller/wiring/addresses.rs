@@ -1,0 +1,40 @@
+//! The `IPAddress` watch: a store for the claim controller, and holds in the index.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::api::capi::IPAddress;
+use crate::index::Index;
+
+use super::super::feed::AddressFeed;
+use super::super::watches::{WatchBackoff, relisting, watched};
+use super::Term;
+use super::support::{drain, lean, store_with};
+
+/// The store of every `IPAddress`, and the watch that fills it and the index. `listed` runs at
+/// the end of the first listing.
+pub fn watch(
+    term: &Term,
+    index: &Index,
+    listed: Box<dyn FnOnce() + Send>,
+) -> (Store<IPAddress>, impl Future<Output = ()> + Send + use<>) {
+    let resource = term.served.ipam.address_resource();
+    let (store, writer) = store_with(resource.clone());
+    let mut feed = AddressFeed::new(index.clone(), listed);
+    let api: Api<IPAddress> = term.settings.scoped(&term.client, &resource);
+    // After a failure the addresses are listed again, and claims wait until that listing is
+    // complete: addresses made or deleted by hand while the watch was down are known before
+    // anything is allocated (see `AddressFeed::failed`).
+    let from_scratch = relisting(Arc::new(move || watcher(api.clone(), watcher::Config::default()).boxed()));
+    let events = watched("IPAddress", term.health.clone(), from_scratch.backoff(WatchBackoff::default())).modify(lean);
+    let watch = drain(reflector::reflector(writer, events).map(move |event| match &event {
+        Ok(event) => feed.apply(event),
+        Err(_) => feed.failed(),
+    }));
+    (store, watch)
+}

@@ -1,0 +1,105 @@
+//! The Cluster watch: a store for the pause rules, its changes waking the Cluster's claims,
+//! and the control-plane VIP controller, also woken by changes of its claims.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use futures::{StreamExt, future};
+use kube::ResourceExt;
+use kube::api::{Api, PartialObjectMeta};
+use kube::core::ApiResource;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::api::CapiVersion;
+use crate::api::capi::{Cluster, IPAddressClaim};
+
+use super::super::cluster_vip;
+use super::super::context::Context;
+use super::super::triggers::{self, Wake};
+use super::super::watches::{NoExtraBackoff, WatchBackoff, watched};
+use super::Term;
+use super::claims::ClaimWatch;
+use super::support::{drain, error_policy, instrumented, lean, store_with};
+
+/// The Cluster watch, before its controller starts.
+pub struct ClusterWatch {
+    pub store: Store<Cluster>,
+    pub resource: ApiResource,
+    objects: BoxStream<'static, Result<Cluster, watcher::Error>>,
+    relistings: BoxStream<'static, ()>,
+}
+
+impl ClusterWatch {
+    pub fn new(term: &Term, version: CapiVersion, claims: &ClaimWatch) -> ClusterWatch {
+        let resource = version.cluster_resource();
+        let (store, writer) = store_with(resource.clone());
+        let api: Api<Cluster> = term.settings.scoped(&term.client, &resource);
+        let events = watched(
+            "Cluster",
+            term.health.clone(),
+            watcher(api, term.settings.filtered()).backoff(WatchBackoff::default()),
+        )
+        .modify(lean);
+        let (clusters_relisted, relistings) = triggers::relistings();
+        let all_claims = claims.reconcile_all.clone();
+        // A relisting may bring Clusters changed while the watch was down: every claim and
+        // every Cluster is looked at again.
+        let relisted = move || {
+            clusters_relisted();
+            all_claims();
+        };
+        let (by_cluster, sender, claim_resource) =
+            (claims.by_cluster.clone(), claims.sender.clone(), claims.resource.clone());
+        let objects = triggers::objects(reflector::reflector(writer, events), Wake::Touched, relisted)
+            .map(move |cluster| {
+                if let Ok(cluster) = &cluster {
+                    let namespace = cluster.namespace().unwrap_or_default();
+                    for claim in by_cluster.claims_of(&namespace, &cluster.name_any()) {
+                        let _ = sender.send(ObjectRef::new_with(&claim, claim_resource.clone()).within(&namespace));
+                    }
+                }
+                cluster
+            })
+            .boxed();
+        ClusterWatch { store, resource, objects, relistings: relistings.boxed() }
+    }
+
+    /// The control-plane VIP controller, until `shutdown`.
+    pub fn controller<S>(self, term: &Term, ctx: Arc<Context>, shutdown: S) -> impl Future<Output = ()> + Send + use<S>
+    where
+        S: Future<Output = ()> + Send + Sync + 'static,
+    {
+        let claim_api: Api<PartialObjectMeta<IPAddressClaim>> = term.settings.scoped(&term.client, &ctx.claim_resource);
+        let selector = format!("{}={}", cluster_vip::ROLE_LABEL, cluster_vip::ROLE);
+        let owners = self.resource.clone();
+        let vip_claims = watched(
+            "control-plane VIP IPAddressClaim",
+            term.health.clone(),
+            watcher(claim_api, watcher::Config::default().labels(&selector)).backoff(WatchBackoff::default()),
+        )
+        .touched_objects()
+        .filter_map(move |claim| {
+            let owner = claim.ok().and_then(|claim| {
+                let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+                claim
+                    .metadata
+                    .owner_references
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|o| o.kind == owners.kind)
+                    .map(|o| ObjectRef::new_with(&o.name, owners.clone()).within(&namespace))
+            });
+            future::ready(owner)
+        });
+        let controller = Controller::for_stream_with(self.objects, self.store, self.resource)
+            .trigger_backoff(NoExtraBackoff)
+            .reconcile_all_on(self.relistings)
+            .reconcile_on(vip_claims)
+            .graceful_shutdown_on(shutdown)
+            .run(|cluster, ctx| instrumented("cluster-vip", cluster, ctx, cluster_vip::reconcile), error_policy, ctx);
+        drain(controller)
+    }
+}

@@ -1,0 +1,142 @@
+//! Wiring: the watches, the index and the controllers of one leadership term. Each part is
+//! built in a module of its own (the `IPAddress` watch, the claims, the Clusters, the pools,
+//! the router of the index's triggers); [`Term::run`] puts them together.
+
+mod addresses;
+mod claims;
+mod clusters;
+mod pools;
+mod router;
+mod settings;
+mod support;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future;
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use tracing::warn;
+
+use crate::api::capi::IPAddress;
+use crate::api::{GlobalInClusterIPPool, InClusterIPPool};
+use crate::health::Health;
+use crate::index::Index;
+use crate::metrics::Metrics;
+
+use super::context::Context;
+use super::discovery::Served;
+use super::pool;
+
+pub use settings::Settings;
+
+/// How long a claim reconcile waits at most for the watch to show the claim's own last write.
+const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// Pool status writes: each pool at most every 500 ms; when many pools are busy, 20 writes per
+/// second in all, each pool waiting at most 5 s (see `pool::WriteThrottle`).
+const POOL_WRITES_MIN_INTERVAL: Duration = Duration::from_millis(500);
+const POOL_WRITES_MAX_INTERVAL: Duration = Duration::from_secs(5);
+const POOL_WRITES_PER_SECOND: u32 = 20;
+
+/// The listings the index waits for before any claim allocates: the `IPAddress`es and each
+/// pool kind.
+const LISTINGS: usize = 3;
+
+/// What the controllers of a term run with.
+pub struct Term {
+    pub client: Client,
+    pub served: Served,
+    pub settings: Settings,
+    pub health: Health,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Term {
+    /// Runs the controllers until `shutdown` resolves. Every call starts from an empty index,
+    /// which is complete before the first claim is served.
+    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send + Sync + 'static) -> anyhow::Result<()> {
+        let shutdown = futures::FutureExt::shared(shutdown);
+        let clock = self.settings.clock.clone();
+        let (index, index_triggers) = Index::with_clock(self.settings.sticky, Arc::new(move || clock.now()));
+        let listed = support::readiness_gate(&index, LISTINGS);
+
+        let (addresses, address_watch) = addresses::watch(self, &index, listed());
+        let claims = claims::ClaimWatch::new(self);
+        let clusters = self.served.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
+        let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
+        let (routes, router) = router::route(index_triggers, claims.sender.clone(), claims.resource.clone());
+
+        let cluster_controller = match clusters {
+            Some(clusters) => future::Either::Left(clusters.controller(self, ctx.clone(), shutdown.clone())),
+            None => future::Either::Right(future::ready(())),
+        };
+        let claim_controller = claims.controller(self, ctx.clone(), shutdown.clone());
+        let pools = pools::PoolControllers { term: self, index: &index, ctx: ctx.clone(), shutdown: shutdown.clone() };
+        let in_cluster = pools.of_kind::<InClusterIPPool>(true, listed(), routes.in_cluster);
+        // Global pools' status and protection are left to an instance that sees every namespace.
+        let global = pools.of_kind::<GlobalInClusterIPPool>(self.settings.namespace.is_none(), listed(), routes.global);
+
+        // The controllers end on shutdown; the watches and the router end with them.
+        let controllers = future::join3(claim_controller, in_cluster, global);
+        let watches = future::join4(address_watch, cluster_controller, router, self.upkeep(&index, &ctx));
+        tokio::select! {
+            _ = controllers => {}
+            _ = watches => warn!("a watch ended unexpectedly"),
+        }
+        Ok(())
+    }
+
+    /// What every reconcile of the term shares.
+    fn context(
+        &self,
+        index: &Index,
+        addresses: Store<IPAddress>,
+        claims: &claims::ClaimWatch,
+        clusters: Option<&clusters::ClusterWatch>,
+    ) -> Context {
+        let reporter = Reporter { controller: "ferro-ipam".into(), instance: self.settings.instance.clone() };
+        Context {
+            client: self.client.clone(),
+            index: index.clone(),
+            capi: self.served.ipam,
+            claim_resource: claims.resource.clone(),
+            address_resource: self.served.ipam.address_resource(),
+            addresses,
+            claims: claims.store.clone(),
+            clusters: clusters.map(|c| c.store.clone()),
+            cluster_resource: clusters.map(|c| c.resource.clone()),
+            providers: super::provider::Providers::new(self.client.clone()),
+            recorder: Recorder::new(self.client.clone(), reporter),
+            metrics: self.metrics.clone(),
+            first_seen: Default::default(),
+            only_namespace: self.settings.namespace.clone(),
+            pool_writes: pool::WriteThrottle::new(
+                POOL_WRITES_MIN_INTERVAL,
+                POOL_WRITES_MAX_INTERVAL,
+                POOL_WRITES_PER_SECOND,
+            ),
+            own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
+            clock: self.settings.clock.clone(),
+            fence: self.settings.fence.clone(),
+        }
+    }
+
+    /// Once the index is complete: ready, then every 5 s the waiting-claims gauge, and expiry of
+    /// remembered addresses and of the memory of our own writes.
+    fn upkeep(&self, index: &Index, ctx: &Arc<Context>) -> impl Future<Output = ()> + Send + use<> {
+        let (index, ctx, health, metrics) = (index.clone(), ctx.clone(), self.health.clone(), self.metrics.clone());
+        async move {
+            index.wait_ready().await;
+            health.set_ready(true);
+            loop {
+                metrics.claims_waiting.set(i64::try_from(index.waiting_claims()).unwrap_or(i64::MAX));
+                index.expire_remembered();
+                ctx.own_writes.expire();
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The index's triggers, routed to the controller of the object they name.
+
+use std::future::Future;
+
+use futures::StreamExt;
+use kube::core::ApiResource;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use crate::api::capi::IPAddressClaim;
+use crate::api::{GlobalInClusterIPPool, InClusterIPPool};
+use crate::index::{PoolKind, Trigger};
+
+use super::support::drain;
+
+/// The pool controllers' ends of the routes.
+pub struct PoolRoutes {
+    pub in_cluster: mpsc::UnboundedReceiver<ObjectRef<InClusterIPPool>>,
+    pub global: mpsc::UnboundedReceiver<ObjectRef<GlobalInClusterIPPool>>,
+}
+
+/// Routes `triggers` to `claims` (of `claim_resource`) and to the pool controllers, until the
+/// index is dropped.
+pub fn route(
+    triggers: mpsc::UnboundedReceiver<Trigger>,
+    claims: mpsc::UnboundedSender<ObjectRef<IPAddressClaim>>,
+    claim_resource: ApiResource,
+) -> (PoolRoutes, impl Future<Output = ()> + Send) {
+    let (in_cluster, in_cluster_rx) = mpsc::unbounded_channel();
+    let (global, global_rx) = mpsc::unbounded_channel();
+    // A send fails only while its controller shuts down.
+    let router = drain(UnboundedReceiverStream::new(triggers).map(move |trigger| match trigger {
+        Trigger::Claim(holder) => {
+            let _ = claims.send(ObjectRef::new_with(&holder.name, claim_resource.clone()).within(&holder.namespace));
+        }
+        Trigger::Pool(key) => match (key.kind, key.namespace) {
+            (PoolKind::InCluster, Some(ns)) => {
+                let _ = in_cluster.send(ObjectRef::new(&key.name).within(&ns));
+            }
+            _ => {
+                let _ = global.send(ObjectRef::new(&key.name));
+            }
+        },
+    }));
+    (PoolRoutes { in_cluster: in_cluster_rx, global: global_rx }, router)
+}

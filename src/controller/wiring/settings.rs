@@ -1,0 +1,66 @@
+//! How the controllers of a term are scoped and tuned, and how they reach the API.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::Client;
+use kube::api::Api;
+use kube::core::{ApiResource, DynamicResourceScope};
+use kube::runtime::watcher;
+
+use crate::api::keys::WATCH_FILTER_LABEL;
+
+use super::super::triggers;
+
+/// How the controllers are scoped and tuned.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// Watch namespaced objects in this namespace only.
+    pub namespace: Option<String>,
+    /// Only reconcile claims, pools and clusters with `cluster.x-k8s.io/watch-filter=<value>`.
+    pub watch_filter: Option<String>,
+    /// How many claims are reconciled at once (0: no limit).
+    pub claim_concurrency: u16,
+    /// Name of this instance, for Events.
+    pub instance: Option<String>,
+    /// How long a deleted claim's address is kept for a claim of the same name.
+    pub sticky: Duration,
+    /// The API server's clock, for grace periods, sticky addresses and condition times.
+    pub clock: crate::client::ServerClock,
+    /// How often every claim and pool is reconciled again without a change (zero: never).
+    pub sync_period: Duration,
+    /// The write fence of the client; reconciles wait for it to be open before they start.
+    pub fence: crate::client::Fence,
+}
+
+impl Settings {
+    /// The `--sync-period` signal, or one that never comes.
+    pub fn resync(&self) -> impl Stream<Item = ()> + Send + 'static {
+        match self.sync_period.is_zero() {
+            true => futures::stream::pending().left_stream(),
+            false => triggers::every(self.sync_period).right_stream(),
+        }
+    }
+
+    /// The watch configuration of objects the watch filter applies to.
+    pub fn filtered(&self) -> watcher::Config {
+        match &self.watch_filter {
+            Some(value) => watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={value}")),
+            None => watcher::Config::default(),
+        }
+    }
+
+    /// The API of a dynamically typed resource, in `--namespace` or everywhere.
+    pub fn scoped<K>(&self, client: &Client, resource: &ApiResource) -> Api<K>
+    where
+        K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+            None => Api::all_with(client.clone(), resource),
+        }
+    }
+}
