@@ -21,7 +21,7 @@ use tracing::{debug, warn};
 
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::keys::WATCH_FILTER_LABEL;
-use crate::api::{GlobalInClusterIPPool, InClusterIPPool};
+use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use crate::health::Health;
 use crate::index::{Index, PoolKind, Trigger};
 use crate::metrics::{ControllerLabels, Metrics};
@@ -228,7 +228,8 @@ pub async fn run(
     let shutdown = futures::FutureExt::shared(shutdown);
     let clock = settings.clock.clone();
     let (index, index_triggers) = Index::with_clock(settings.sticky, Arc::new(move || clock.now()));
-    let gate = readiness_gate(&index, 3);
+    // The IPAddress listing and one listing per pool kind.
+    let gate = readiness_gate(&index, 5);
 
     let claim_resource = served.ipam.claim_resource();
     let address_resource = served.ipam.address_resource();
@@ -373,6 +374,8 @@ pub async fn run(
     // Index triggers -> the claim and pool controllers.
     let (in_cluster_tx, in_cluster_rx) = mpsc::unbounded_channel::<ObjectRef<InClusterIPPool>>();
     let (global_tx, global_rx) = mpsc::unbounded_channel::<ObjectRef<GlobalInClusterIPPool>>();
+    let (prefix_tx, prefix_rx) = mpsc::unbounded_channel::<ObjectRef<InClusterPrefixPool>>();
+    let (global_prefix_tx, global_prefix_rx) = mpsc::unbounded_channel::<ObjectRef<GlobalInClusterPrefixPool>>();
     let route_claims = claim_tx.clone();
     let claim_resource = claim_resource.clone();
     let router = drain(UnboundedReceiverStream::new(index_triggers).map(move |trigger| match trigger {
@@ -383,6 +386,12 @@ pub async fn run(
         Trigger::Pool(key) => match (key.kind, key.namespace) {
             (PoolKind::InCluster, Some(ns)) => {
                 let _ = in_cluster_tx.send(ObjectRef::new(&key.name).within(&ns));
+            }
+            (PoolKind::InClusterPrefix, Some(ns)) => {
+                let _ = prefix_tx.send(ObjectRef::new(&key.name).within(&ns));
+            }
+            (PoolKind::GlobalPrefix, _) => {
+                let _ = global_prefix_tx.send(ObjectRef::new(&key.name));
             }
             _ => {
                 let _ = global_tx.send(ObjectRef::new(&key.name));
@@ -419,6 +428,27 @@ pub async fn run(
         shutdown.clone(),
     );
 
+    let prefix = pool_controller::<InClusterPrefixPool>(
+        true,
+        &client,
+        &settings,
+        &index,
+        gate(),
+        prefix_rx,
+        ctx.clone(),
+        shutdown.clone(),
+    );
+    let global_prefix = pool_controller::<GlobalInClusterPrefixPool>(
+        manage_global,
+        &client,
+        &settings,
+        &index,
+        gate(),
+        global_prefix_rx,
+        ctx.clone(),
+        shutdown.clone(),
+    );
+
     let ready_index = index.clone();
     let own_writes_ctx = ctx.clone();
     let announce_ready = async move {
@@ -434,7 +464,7 @@ pub async fn run(
     };
 
     // The controllers end on shutdown; the watches and the router end with them.
-    let controllers = future::join3(claim_controller, in_cluster, global);
+    let controllers = future::join5(claim_controller, in_cluster, global, prefix, global_prefix);
     let watches = future::join4(address_watch, cluster_watch, router, announce_ready);
     tokio::select! {
         _ = controllers => {}

@@ -24,9 +24,7 @@ pub use keys::{HolderKey, PoolKey, PoolKind};
 use registry::Registry;
 pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};
-pub use spec::{build_allocators, family_settings};
-
-use crate::api::IPPoolSpec;
+pub use spec::{PoolSpec, build_allocators, build_prefix_allocator, family_settings};
 
 /// What the index asks the controllers to look at again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +50,7 @@ pub struct PoolFacts {
 struct Slot {
     entry: PoolEntry,
     facts: Option<PoolFacts>,
-    spec: Option<IPPoolSpec>,
+    spec: Option<PoolSpec>,
 }
 
 /// The shared index. Cheap to clone.
@@ -178,10 +176,11 @@ impl Index {
     pub fn upsert_pool(
         &self,
         key: &PoolKey,
-        spec: &IPPoolSpec,
+        spec: impl Into<PoolSpec>,
         facts: PoolFacts,
         remembered: &[(HolderKey, IpAddr, Timestamp)],
     ) -> Vec<IpAddr> {
+        let spec = &spec.into();
         let slot = self.slot(key);
         let mut slot = lock(&slot);
         if slot.spec.is_none() && !self.sticky.is_zero() {
@@ -199,7 +198,7 @@ impl Index {
         slot.facts = Some(facts);
         let outside = if slot.spec.as_ref() != Some(spec) {
             slot.spec = Some(spec.clone());
-            let outside = slot.entry.set_allocators(build_allocators(spec));
+            let outside = slot.entry.set_allocators(spec.allocators());
             self.wake_waiting(&mut slot);
             // Pools sharing its address space may overlap it now, or no longer.
             self.trigger_neighbours(key);
@@ -301,7 +300,7 @@ impl Index {
     }
 
     /// The spec of a pool, when its object is known.
-    pub fn pool_spec(&self, key: &PoolKey) -> Option<IPPoolSpec> {
+    pub fn pool_spec(&self, key: &PoolKey) -> Option<PoolSpec> {
         self.existing_slot(key).and_then(|slot| lock(&slot).spec.clone())
     }
 

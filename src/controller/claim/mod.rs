@@ -29,7 +29,7 @@ use crate::allocator::Family;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim, PoolReference};
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
-use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolKind, family_settings};
+use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolSpec};
 use crate::metrics::PoolLabels;
 
 use super::context::Context;
@@ -191,7 +191,7 @@ async fn fulfil(
             return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{pool_key} not found")));
         }
         // Confined to one namespace, this instance cannot see a global pool's addresses elsewhere.
-        Some(_) if pool_key.kind == PoolKind::Global && ctx.only_namespace.is_some() => {
+        Some(_) if pool_key.kind.is_global() && ctx.only_namespace.is_some() => {
             return Err(Failure::NotReady(
                 ClaimReason::PoolNotReady,
                 format!(
@@ -212,19 +212,14 @@ async fn fulfil(
         }
         Some(p) => p,
     };
-    let spec = ctx.index.pool_spec(pool_key).unwrap_or_default();
-    let side = address::PoolSide {
-        key: pool_key.clone(),
-        via: via.cloned(),
-        uid: pool.uid.clone(),
-        prefix: spec.prefix,
-        gateway: spec.gateway.clone().filter(|g| !g.is_empty()),
-    };
+    let spec = ctx.index.pool_spec(pool_key);
+    let (prefix, gateway) = spec.as_ref().map(PoolSpec::first_settings).unwrap_or_default();
+    let side = address::PoolSide { key: pool_key.clone(), via: via.cloned(), uid: pool.uid.clone(), prefix, gateway };
     if let Some(existing) = ctx.cached_address(&holder.namespace, &holder.name) {
         return keep(claim, &existing, &side, holder, cluster, ctx).await;
     }
     ctx.seen(holder);
-    let request = request::of(claim, spec.dual_stack.is_some())
+    let request = request::of(claim, spec.as_ref().is_some_and(PoolSpec::is_dual_stack))
         .map_err(|message| Failure::NotReady(ClaimReason::AllocationFailed, message))?;
     let ip = ctx.index.allocate(pool_key, holder, request).map_err(|e| {
         if matches!(e, AllocError::Exhausted(_)) {
@@ -233,7 +228,8 @@ async fn fulfil(
         not_ready(e, pool_key)
     })?;
     // The address carries the prefix and gateway of its own family.
-    let (prefix, gateway) = family_settings(&spec, Family::of(ip)).unwrap_or((side.prefix, side.gateway.clone()));
+    let (prefix, gateway) =
+        spec.and_then(|s| s.settings(Family::of(ip))).unwrap_or((side.prefix, side.gateway.clone()));
     let side = address::PoolSide { prefix, gateway, ..side };
     let desired = address::desired(claim, &ctx.claim_resource, &ctx.address_resource, &side, ip, cluster);
     // When the create left (local clock): the fence allowed it then, whenever the answer comes.

@@ -5,7 +5,7 @@ use kube::ResourceExt;
 
 use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
-use crate::index::{AllocError, HolderKey, PoolKey, PoolKind};
+use crate::index::{AllocError, HolderKey, PoolKey};
 use crate::metrics::PoolLabels;
 use crate::selection::{self, Candidates, Purpose};
 
@@ -78,7 +78,7 @@ async fn candidates(
 
 /// Why a pool cannot serve now, or None when it may be tried.
 fn unusable(ctx: &Context, pool: &PoolKey) -> Option<String> {
-    if pool.kind == PoolKind::Global && ctx.only_namespace.is_some() {
+    if pool.kind.is_global() && ctx.only_namespace.is_some() {
         return Some("this ferro-ipam runs with --namespace and serves no global pool".to_owned());
     }
     match ctx.index.pool_facts(pool) {
@@ -117,7 +117,7 @@ pub async fn choose(
             ctx.index.wait_for_pool(pool, holder);
             return Ok(Choice::Pending);
         }
-        let dual_stack = ctx.index.pool_spec(pool).is_some_and(|s| s.dual_stack.is_some());
+        let dual_stack = ctx.index.pool_spec(pool).is_some_and(|s| s.is_dual_stack());
         let request =
             request::of(claim, dual_stack).map_err(|m| Failure::NotReady(ClaimReason::AllocationFailed, m))?;
         match ctx.index.allocate(pool, holder, request) {
