@@ -146,3 +146,22 @@ async fn a_restarted_provider_adopts_the_sub_prefixes_in_use_and_hands_out_the_n
     all.sort();
     assert_eq!(all, ["fd08:0:0:2::", "fd08:0:0:3::", "fd08::"], "three distinct sub-prefixes, none twice");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_documented_prefix_pool_example_applies_and_skips_its_excluded_sub_prefix() {
+    let s = Scope::new("prefix-example").await;
+    let _p = s.provider();
+    let path = ferro_ipam_e2e::plane::repo_root().join("docs/examples/prefix-pools.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replace("namespace: default", &format!("namespace: {}", s.ns));
+    let scratch = s.plane.dir.join(format!("{}-prefix-pools.yaml", s.ns));
+    std::fs::write(&scratch, text).unwrap();
+    s.plane.kubectl_ok(&["apply", "-f", &scratch.to_string_lossy()]).unwrap();
+    let mut got = Vec::new();
+    for name in ["worker-0-delegated", "worker-1-delegated"] {
+        let address = s.wait_allocated(name, PROMPTLY).await.unwrap();
+        assert_eq!((address.spec.prefix, address.spec.gateway.as_deref()), (64, Some("fd00:20::1")));
+        got.push(address.spec.address);
+    }
+    got.sort();
+    assert_eq!(got, ["fd00:20:0:2::", "fd00:20::"], "both in either order, the excluded /64 skipped");
+}
