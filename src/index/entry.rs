@@ -296,6 +296,11 @@ impl PoolEntry {
                 }
                 ip
             }
+            None if pool.counts().total == 0 && pool.hands_out_prefixes() => {
+                return Err(AllocError::PoolInvalid(
+                    "its prefixes leave no sub-prefix to hand out (every one overlaps excludedPrefixes)".to_owned(),
+                ));
+            }
             None if pool.counts().total == 0 => {
                 return Err(AllocError::PoolInvalid(format!(
                     "its {family} addresses leave nothing to hand out (reserved network/broadcast, gateway, excludedAddresses)"
