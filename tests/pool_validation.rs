@@ -3,31 +3,14 @@
 //! pools pass. The e2e suite checks the same cases against a real API server.
 
 use ferro_ipam::api::crdgen;
-use kube::core::cel;
 use serde_json::{Value, json};
 
-fn schema() -> Value {
-    let crd = crdgen::in_cluster_ip_pool();
-    let version = crd.spec.versions.iter().find(|v| v.name == "v1alpha2").expect("v1alpha2 is generated");
-    serde_json::to_value(version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()))
-        .expect("schema serializes")
-}
-
-fn pool(spec: Value) -> Value {
-    json!({
-        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2",
-        "kind": "InClusterIPPool",
-        "metadata": {"name": "p", "namespace": "default"},
-        "spec": spec,
-    })
-}
+#[path = "support/cel.rs"]
+mod cel;
 
 /// The messages of every rule the spec breaks.
 fn refusals(spec: Value) -> Vec<String> {
-    match cel::Validator::new().validate(&schema(), &pool(spec), None) {
-        Ok(()) => Vec::new(),
-        Err(errors) => errors.into_vec().into_iter().map(|e| e.to_string()).collect(),
-    }
+    cel::messages(&cel::schema(&crdgen::in_cluster_ip_pool()), &cel::pool("InClusterIPPool", spec), None)
 }
 
 fn assert_refused(spec: Value, expected: &str) {

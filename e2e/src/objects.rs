@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
-use ferro_ipam::api::{CapiVersion, GlobalInClusterIPPool, IPPoolStatus, InClusterIPPool};
+use ferro_ipam::api::{
+    CapiVersion, GlobalInClusterIPPool, GlobalInClusterPrefixPool, IPPoolStatus, InClusterIPPool, InClusterPrefixPool,
+};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -125,11 +127,22 @@ impl Scope {
         let api_version = object["apiVersion"].as_str().context("apiVersion")?.to_owned();
         let kind = object["kind"].as_str().context("kind")?.to_owned();
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version.as_str()));
-        let namespaced = !matches!(kind.as_str(), "GlobalInClusterIPPool" | "Namespace" | "CustomResourceDefinition");
+        let namespaced = !matches!(
+            kind.as_str(),
+            "GlobalInClusterIPPool" | "GlobalInClusterPrefixPool" | "Namespace" | "CustomResourceDefinition"
+        );
         let resource = ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(group, version, &kind));
         let mut object = object;
         if let Some(filter) = &self.filter
-            && matches!(kind.as_str(), "IPAddressClaim" | "InClusterIPPool" | "GlobalInClusterIPPool" | "Cluster")
+            && matches!(
+                kind.as_str(),
+                "IPAddressClaim"
+                    | "InClusterIPPool"
+                    | "GlobalInClusterIPPool"
+                    | "InClusterPrefixPool"
+                    | "GlobalInClusterPrefixPool"
+                    | "Cluster"
+            )
         {
             object["metadata"]["labels"][ferro_ipam::api::keys::WATCH_FILTER_LABEL] = json!(filter);
         }
@@ -145,6 +158,24 @@ impl Scope {
     /// A `GlobalInClusterIPPool` named `name` (use [`Scope::global_name`] for uniqueness).
     pub async fn global_pool(&self, name: &str, spec: Value) -> Result<()> {
         self.create(json!({"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "GlobalInClusterIPPool", "metadata": {"name": name}, "spec": spec})).await.map(drop)
+    }
+
+    /// An `InClusterPrefixPool` with `spec` in this namespace.
+    pub async fn prefix_pool(&self, name: &str, spec: Value) -> Result<()> {
+        self.create(json!({"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterPrefixPool", "metadata": {"name": name}, "spec": spec})).await.map(drop)
+    }
+
+    /// A `GlobalInClusterPrefixPool` named `name` (use [`Scope::global_name`] for uniqueness).
+    pub async fn global_prefix_pool(&self, name: &str, spec: Value) -> Result<()> {
+        self.create(json!({"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "GlobalInClusterPrefixPool", "metadata": {"name": name}, "spec": spec})).await.map(drop)
+    }
+
+    pub fn prefix_pools(&self) -> Api<InClusterPrefixPool> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn global_prefix_pools(&self) -> Api<GlobalInClusterPrefixPool> {
+        Api::all(self.client.clone())
     }
 
     /// A claim (at the contract's version) on a pool of `kind` named `pool`.

@@ -1,6 +1,8 @@
 //! Migration, end to end: a cluster whose addresses the in-cluster provider handed out moves to
 //! ferro-ipam, and back, without losing or renumbering anything.
 //!
+//! Prefix pools of both kinds move along with live claims.
+//!
 //! One scenario on a control plane of its own (this file is its own test binary): the pool CRDs
 //! are replaced twice, which no other scenario could run beside. The runbook it follows is
 //! `docs/migration.md`.
@@ -9,6 +11,8 @@
 mod crds;
 #[path = "migration/fleet.rs"]
 mod fleet;
+#[path = "migration/prefixes.rs"]
+mod prefixes;
 #[path = "migration/preflight.rs"]
 mod preflight;
 
@@ -22,7 +26,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::ListParams;
 
-use fleet::{Fleet, GLOBAL, IN_CLUSTER, Snapshot};
+use fleet::{Fleet, GLOBAL, GLOBAL_PREFIX, IN_CLUSTER, PREFIX, Snapshot};
 
 /// Long enough for either provider to work through a few hundred claims on a busy machine.
 const SETTLE: Duration = Duration::from_secs(180);
@@ -105,8 +109,10 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
     paused_pool_holds_until_unpaused(&fleet, &before, &held_by_pause).await.unwrap();
     let now = fleet.snapshot().await.unwrap();
     new_claims_get_free_addresses(&fleet, &now, "moved").await.unwrap();
-    released_addresses_are_handed_out_again(&fleet, "net", 20).await.unwrap();
+    released_addresses_are_handed_out_again(&fleet, IN_CLUSTER, "net", 20).await.unwrap();
+    released_addresses_are_handed_out_again(&fleet, PREFIX, "pfx", 6).await.unwrap();
     invariants::check(&client, &fleet.namespaces()).await.expect("after ferro-ipam's own allocations");
+    fleet.sub_prefixes_are_distinct_and_aligned().await.unwrap();
     storage_version_cleanup_lets_v1alpha1_go(plane, &client).await.unwrap();
 
     // And back: the in-cluster provider takes over what ferro-ipam left.
@@ -131,8 +137,10 @@ async fn in_cluster_provider_to_ferro_ipam_and_back_keeps_every_address() {
         Vec::<String>::new(),
         "nothing changed on the way back"
     );
-    released_addresses_are_handed_out_again(&fleet, "net", 10).await.unwrap();
+    released_addresses_are_handed_out_again(&fleet, IN_CLUSTER, "net", 10).await.unwrap();
+    released_addresses_are_handed_out_again(&fleet, PREFIX, "pfx", 4).await.unwrap();
     invariants::check(&client, &fleet.namespaces()).await.expect("the in-cluster provider's pool statuses, back");
+    fleet.sub_prefixes_are_distinct_and_aligned().await.unwrap();
 }
 
 /// Preflight on the fleet as the in-cluster provider left it: clean, with every address adopted
@@ -143,7 +151,8 @@ fn preflight_before_the_move(plane: &ControlPlane, fleet: &Fleet, total: usize, 
     ensure!(verdict.status == 0, "preflight exited {}: {:#}", verdict.status, verdict.findings);
     let paused = fleet.groups.iter().find(|g| g.pool == "paused").map_or(0, |g| g.count);
     let expected = [
-        ("pools", 8),
+        // Eight IP pools and two prefix pools.
+        ("pools", 10),
         ("invalidPools", 0),
         ("addresses", total),
         ("adopted", total - paused - releasing),
@@ -162,16 +171,18 @@ fn preflight_before_the_move(plane: &ControlPlane, fleet: &Fleet, total: usize, 
         (IN_CLUSTER, Some(a), "net", 150),
         (IN_CLUSTER, Some(b), "net", 100),
         (GLOBAL, None, fleet.shared.as_str(), 120),
+        (PREFIX, Some(a), "pfx", 40),
+        (GLOBAL_PREFIX, None, fleet.shared_prefixes.as_str(), 16),
         (IN_CLUSTER, Some(a), "grace", 30 - releasing),
         (IN_CLUSTER, Some(a), "paused", 0),
     ] {
         let adopted = verdict.adopted_in(kind, namespace, name);
         ensure!(adopted == count, "{kind} {namespace:?}/{name}: {adopted} adopted, not {count}");
     }
-    // The in-cluster provider needs its prefix-pool CRDs to start: they are served, and unused.
+    // The in-cluster provider's prefix pools are counted, and their sub-prefixes adopted above.
     let prefix = &verdict.findings["features"]["prefixPools"];
     ensure!(
-        prefix["served"] == true && prefix["inCluster"] == 0 && prefix["global"] == 0,
+        prefix["served"] == true && prefix["inCluster"] == 1 && prefix["global"] == 1,
         "features.prefixPools: {prefix}"
     );
     let waiting = verdict.findings["waiting"].as_array().cloned().unwrap_or_default();
@@ -335,7 +346,7 @@ async fn new_claims_get_free_addresses(fleet: &Fleet, before: &Snapshot, tag: &s
     }
     for group in &fleet.groups {
         let scope = &fleet.sides[group.side];
-        let pool_ns = if group.kind == GLOBAL { String::new() } else { scope.ns.clone() };
+        let pool_ns = if fleet::is_global(group.kind) { String::new() } else { scope.ns.clone() };
         let pool = (group.kind.to_owned(), pool_ns, group.pool.clone());
         for n in 0..2 {
             let name = format!("{}-{tag}-{n}", group.prefix);
@@ -365,9 +376,10 @@ async fn wait_addressed(scope: &ferro_ipam_e2e::objects::Scope, name: &str) -> R
     }
 }
 
-/// Deletes the `count` claims holding the lowest addresses of pool `pool` in namespace `a`; their
-/// addresses are released, and as many new claims get exactly those addresses (lowest first).
-async fn released_addresses_are_handed_out_again(fleet: &Fleet, pool: &str, count: usize) -> Result<()> {
+/// Deletes the `count` claims holding the lowest addresses of the `kind` pool `pool` in namespace
+/// `a`; their addresses are released, and as many new claims get exactly those addresses (lowest
+/// first).
+async fn released_addresses_are_handed_out_again(fleet: &Fleet, kind: &str, pool: &str, count: usize) -> Result<()> {
     let a = fleet.a();
     let mut held: Vec<(std::net::IpAddr, String)> = a
         .addresses()
@@ -375,7 +387,7 @@ async fn released_addresses_are_handed_out_again(fleet: &Fleet, pool: &str, coun
         .await?
         .items
         .into_iter()
-        .filter(|x| x.spec.pool_ref.kind == IN_CLUSTER && x.spec.pool_ref.name == pool)
+        .filter(|x| x.spec.pool_ref.kind == kind && x.spec.pool_ref.name == pool)
         .filter_map(|x| Some((x.spec.address.parse().ok()?, x.metadata.name?)))
         .collect();
     held.sort();
@@ -396,7 +408,7 @@ async fn released_addresses_are_handed_out_again(fleet: &Fleet, pool: &str, coun
     let mut got = BTreeSet::new();
     for n in 0..victims.len() {
         let name = format!("{tag}-{n}");
-        fleet.claim(0, IN_CLUSTER, pool, &name).await?;
+        fleet.claim(0, kind, pool, &name).await?;
         got.insert(wait_addressed(a, &name).await?.parse::<std::net::IpAddr>()?);
     }
     let freed: BTreeSet<std::net::IpAddr> = victims.iter().map(|(ip, _)| *ip).collect();

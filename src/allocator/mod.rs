@@ -6,6 +6,10 @@
 //! free address, a specific address, releasing and looking up are O(log n); counts are O(1)
 //! and exact up to 2^128 addresses. See `docs/allocator.md` for the design.
 //!
+//! A prefix pool ([`PrefixSpec`]) is a [`FamilyPool`] too: each slot of its offset space is one
+//! sub-prefix of the allocation length, named by its network address, so a /64 out of a /32 is
+//! one of 2^32 slots and memory still grows with what is handed out.
+//!
 //! This module uses only `std` and relative paths, so it also compiles on its own.
 
 mod bitmap;
@@ -14,6 +18,7 @@ mod entries;
 mod family;
 mod outcome;
 mod pool;
+mod prefix;
 mod ranges;
 mod runs;
 mod space;
@@ -24,6 +29,7 @@ pub use self::entries::{EntryError, EntryKind, EntryRange, FamilySplit, parse_en
 pub use self::family::Family;
 pub use self::outcome::{AllocateError, Counts, Marked, NotInPool};
 pub use self::pool::{FamilyPool, MAX_LISTED_OUTSIDE};
+pub use self::prefix::{DEFAULT_ALLOCATION_LENGTH, PrefixError, PrefixSpec};
 pub use self::spec::{FamilySpec, SpecError, SpecField};
 
 #[cfg(test)]

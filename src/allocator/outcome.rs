@@ -18,6 +18,8 @@ pub enum NotInPool {
     Reserved,
     /// Of the other IP family than the pool.
     WrongFamily,
+    /// In a prefix pool: not the network address of a sub-prefix of the allocation length.
+    Unaligned,
 }
 
 impl fmt::Display for NotInPool {
@@ -31,6 +33,9 @@ impl fmt::Display for NotInPool {
                  reserves unless allocateReservedIPAddresses is true"
             }
             NotInPool::WrongFamily => "the address is not of the pool's IP family",
+            NotInPool::Unaligned => {
+                "the address is not the network address of a sub-prefix of the pool's allocationPrefixLength"
+            }
         })
     }
 }

@@ -1,11 +1,15 @@
 //! One family of one pool: its definition, its offset space, the allocated offsets, and the
 //! used addresses that fall outside the allocatable set ("out of range").
+//!
+//! The same type serves prefix pools: there a slot of the offset space is one sub-prefix, and
+//! the address that names it is the sub-prefix's network address.
 
 use std::net::IpAddr;
 
 use super::bitmap::OffsetBitmap;
 use super::family::{Family, value_of};
 use super::outcome::{AllocateError, Counts, Marked, NotInPool};
+use super::prefix::PrefixSpec;
 use super::ranges::{self, Span};
 use super::runs::RunSet;
 use super::space::OffsetSpace;
@@ -22,17 +26,32 @@ pub struct FamilyPool {
     definition: Definition,
     space: OffsetSpace,
     allocated: OffsetBitmap,
-    /// Used addresses of the family that are not allocatable, as address values.
+    /// Used addresses of the family that are not allocatable, as address values (not slots).
     out_of_range: RunSet,
+}
+
+/// Where a used address goes: a slot of the offset space, or out of range.
+enum Place {
+    Offset(u128),
+    OutOfRange(u128),
 }
 
 impl FamilyPool {
     /// Validates `spec` and builds an empty pool.
     pub fn new(spec: &FamilySpec) -> Result<FamilyPool, SpecError> {
-        let definition = Definition::new(spec)?;
+        Ok(FamilyPool::of(Definition::new(spec)?))
+    }
+
+    /// Validates a prefix pool's `spec` and builds an empty pool whose addresses are the
+    /// network addresses of its sub-prefixes.
+    pub fn of_prefixes(spec: &PrefixSpec) -> Result<FamilyPool, SpecError> {
+        Ok(FamilyPool::of(Definition::of_prefixes(spec)?))
+    }
+
+    fn of(definition: Definition) -> FamilyPool {
         let space = OffsetSpace::new(&definition.allocatable);
         let allocated = OffsetBitmap::new(space.total());
-        Ok(FamilyPool { definition, space, allocated, out_of_range: RunSet::default() })
+        FamilyPool { definition, space, allocated, out_of_range: RunSet::default() }
     }
 
     #[must_use]
@@ -50,12 +69,47 @@ impl FamilyPool {
         self.definition.gateway
     }
 
-    fn value(&self, ip: IpAddr) -> Result<u128, NotInPool> {
-        if Family::of(ip) == self.family() { Ok(value_of(ip)) } else { Err(NotInPool::WrongFamily) }
+    /// Whether the pool hands out sub-prefixes (a prefix pool) rather than single addresses.
+    #[must_use]
+    pub fn hands_out_prefixes(&self) -> bool {
+        !self.definition.gateway_blocks
     }
 
+    fn shift(&self) -> u32 {
+        self.definition.shift
+    }
+
+    /// The slot an address names: the address itself, or a sub-prefix's number.
+    fn value(&self, ip: IpAddr) -> Result<u128, NotInPool> {
+        if Family::of(ip) != self.family() {
+            return Err(NotInPool::WrongFamily);
+        }
+        let value = value_of(ip);
+        let host = (1u128 << self.shift()) - 1;
+        if value & host != 0 { Err(NotInPool::Unaligned) } else { Ok(value >> self.shift()) }
+    }
+
+    /// The address that names slot `value`.
     fn address(&self, value: u128) -> Option<IpAddr> {
-        self.family().address(value)
+        self.family().address(value.checked_shl(self.shift())?)
+    }
+
+    /// The addresses slots `span` cover.
+    fn address_span(&self, span: Span) -> Span {
+        let host = (1u128 << self.shift()) - 1;
+        Span::new(span.first << self.shift(), (span.last << self.shift()) | host)
+    }
+
+    /// Where a used address of the family is kept; `None` for the other family.
+    fn place(&self, ip: IpAddr) -> Option<Place> {
+        match self.value(ip) {
+            Err(NotInPool::WrongFamily) => None,
+            Ok(slot) => Some(match self.space.offset_of(slot) {
+                Some(offset) => Place::Offset(offset),
+                None => Place::OutOfRange(value_of(ip)),
+            }),
+            Err(_) => Some(Place::OutOfRange(value_of(ip))),
+        }
     }
 
     /// Marks the lowest free allocatable address used and returns it; `None` when the pool is
@@ -80,11 +134,16 @@ impl FamilyPool {
     }
 
     /// Marks every allocatable address between `first` and `last` (inclusive, either order)
-    /// used; addresses that are not allocatable are skipped. Returns how many were free
+    /// used; addresses that are not allocatable are skipped. In a prefix pool, every sub-prefix
+    /// that starts between them. Returns how many were free
     /// (`u128::MAX` if all 2^128 of a whole IPv6 space were). O(log n) per chunk boundary
     /// and allocatable range crossed, not per address.
     pub fn allocate_range(&mut self, first: IpAddr, last: IpAddr) -> Result<u128, AllocateError> {
-        let values = Span::new(self.value(first)?, self.value(last)?);
+        let slot = |ip: IpAddr| match self.value(ip) {
+            Err(NotInPool::Unaligned) => Ok(value_of(ip) >> self.shift()),
+            other => other,
+        };
+        let values = Span::new(slot(first)?, slot(last)?);
         let mut offsets = Vec::new();
         self.space.partition(values, |span| offsets.push(span), |_| ());
         let added = offsets.into_iter().fold(Tally::ZERO, |sum, span| sum.add(self.allocated.insert_span(span)));
@@ -94,24 +153,20 @@ impl FamilyPool {
     /// Frees an address; true if it was used (in range or out of range).
     #[must_use = "false means the address was not in use"]
     pub fn release(&mut self, ip: IpAddr) -> bool {
-        let Ok(value) = self.value(ip) else {
-            return false;
-        };
-        match self.space.offset_of(value) {
-            Some(offset) => self.allocated.remove(offset),
-            None => self.out_of_range.remove(value),
+        match self.place(ip) {
+            Some(Place::Offset(offset)) => self.allocated.remove(offset),
+            Some(Place::OutOfRange(value)) => self.out_of_range.remove(value),
+            None => false,
         }
     }
 
     /// Whether an address is used (in range or out of range).
     #[must_use]
     pub fn is_allocated(&self, ip: IpAddr) -> bool {
-        let Ok(value) = self.value(ip) else {
-            return false;
-        };
-        match self.space.offset_of(value) {
-            Some(offset) => self.allocated.contains(offset),
-            None => self.out_of_range.contains(value),
+        match self.place(ip) {
+            Some(Place::Offset(offset)) => self.allocated.contains(offset),
+            Some(Place::OutOfRange(value)) => self.out_of_range.contains(value),
+            None => false,
         }
     }
 
@@ -125,13 +180,11 @@ impl FamilyPool {
     /// are freed by [`release`](Self::release).
     #[must_use = "OutOfRange and AlreadyUsed need reporting"]
     pub fn mark_used(&mut self, ip: IpAddr) -> Marked {
-        let Ok(value) = self.value(ip) else {
-            return Marked::WrongFamily;
-        };
-        match self.space.offset_of(value) {
-            Some(offset) if self.allocated.insert(offset) => Marked::InRange,
-            None if self.out_of_range.insert(value) => Marked::OutOfRange,
-            _ => Marked::AlreadyUsed,
+        match self.place(ip) {
+            None => Marked::WrongFamily,
+            Some(Place::Offset(offset)) if self.allocated.insert(offset) => Marked::InRange,
+            Some(Place::OutOfRange(value)) if self.out_of_range.insert(value) => Marked::OutOfRange,
+            Some(_) => Marked::AlreadyUsed,
         }
     }
 
@@ -176,7 +229,23 @@ impl FamilyPool {
     /// addresses outside it, ascending (at most [`MAX_LISTED_OUTSIDE`] listed). Switching family while
     /// addresses are in use is refused ([`SpecError::FamilyChanged`]): rebuild instead.
     pub fn with_spec(&self, spec: &FamilySpec) -> Result<(FamilyPool, Vec<IpAddr>), SpecError> {
-        let mut pool = FamilyPool::new(spec)?;
+        self.carried_into(FamilyPool::new(spec)?)
+    }
+
+    /// [`with_spec`](Self::with_spec) for a prefix pool. Its allocation length cannot change
+    /// ([`SpecError::GranularityChanged`]).
+    pub fn with_prefixes(&self, spec: &PrefixSpec) -> Result<(FamilyPool, Vec<IpAddr>), SpecError> {
+        let pool = FamilyPool::of_prefixes(spec)?;
+        if pool.shift() != self.shift() {
+            return Err(SpecError::GranularityChanged { from: self.prefix(), to: pool.prefix() });
+        }
+        self.carried_into(pool)
+    }
+
+    fn carried_into(&self, mut pool: FamilyPool) -> Result<(FamilyPool, Vec<IpAddr>), SpecError> {
+        if pool.shift() != self.shift() {
+            return Err(SpecError::GranularityChanged { from: self.prefix(), to: pool.prefix() });
+        }
         let used = self.allocated.count().add(self.out_of_range.count());
         if pool.family() != self.family() {
             if used.is_zero() {
@@ -184,20 +253,41 @@ impl FamilyPool {
             }
             return Err(SpecError::FamilyChanged { from: self.family(), to: pool.family(), in_use: used.saturating() });
         }
-        let mut used: Vec<Span> = self.out_of_range.iter().collect();
+        let mut slots: Vec<Span> = Vec::new();
         for offsets in self.allocated.runs() {
-            self.space.values_of(offsets, |span| used.push(span));
+            self.space.values_of(offsets, |span| slots.push(span));
         }
-        used.sort_unstable();
         let mut outside = Vec::new();
-        for span in used {
-            pool.carry(span, &mut outside);
+        if self.shift() == 0 {
+            slots.extend(self.out_of_range.iter());
+            slots.sort_unstable();
+            for span in slots {
+                pool.carry(span, &mut outside);
+            }
+        } else {
+            for span in slots {
+                pool.carry(span, &mut outside);
+            }
+            // Out-of-range addresses of a prefix pool are single holders: each goes where it
+            // belongs in the new pool.
+            for span in self.out_of_range.iter() {
+                for value in span.first..=span.last {
+                    if let Some(ip) = self.family().address(value)
+                        && pool.mark_used(ip) == Marked::OutOfRange
+                        && outside.len() < MAX_LISTED_OUTSIDE
+                    {
+                        outside.push(ip);
+                    }
+                }
+            }
+            outside.sort_unstable();
         }
         Ok((pool, outside))
     }
 
-    /// Records a span of used address values: the allocatable part in the bitmap, the rest
-    /// as out of range (listed in `outside` up to the cap).
+    /// Records a span of used slots: the allocatable part in the bitmap, the rest as out of
+    /// range (listed in `outside` up to the cap). Each slot of a prefix pool out of range is
+    /// recorded by its network address.
     fn carry(&mut self, values: Span, outside: &mut Vec<IpAddr>) {
         let (mut inside, mut beyond) = (Vec::new(), Vec::new());
         self.space.partition(values, |span| inside.push(span), |span| beyond.push(span));
@@ -205,23 +295,30 @@ impl FamilyPool {
             let _ = self.allocated.insert_span(offsets);
         }
         for span in beyond {
-            let _ = self.out_of_range.insert_span(span);
+            if self.shift() == 0 {
+                let _ = self.out_of_range.insert_span(span);
+            } else {
+                for slot in span.first..=span.last {
+                    let _ = self.out_of_range.insert(slot << self.shift());
+                }
+            }
             let room = MAX_LISTED_OUTSIDE.saturating_sub(outside.len());
-            let family = self.family();
-            outside.extend((span.first..=span.last).take(room).filter_map(|value| family.address(value)));
+            outside.extend((span.first..=span.last).take(room).filter_map(|value| self.address(value)));
         }
     }
 
     /// Whether the two pools' allocatable addresses intersect (same family only).
     #[must_use]
     pub fn overlaps(&self, other: &FamilyPool) -> bool {
-        self.family() == other.family()
-            && ranges::intersects(&self.definition.allocatable, &other.definition.allocatable)
+        let addresses =
+            |pool: &FamilyPool| pool.definition.allocatable.iter().map(|&s| pool.address_span(s)).collect::<Vec<_>>();
+        self.family() == other.family() && ranges::intersects(&addresses(self), &addresses(other))
     }
 
-    /// The allocatable addresses as inclusive ranges, ascending.
+    /// The allocatable addresses as inclusive ranges, ascending (a prefix pool's: every address
+    /// of its allocatable sub-prefixes).
     pub fn allocatable_ranges(&self) -> impl Iterator<Item = (IpAddr, IpAddr)> + '_ {
-        self.space.value_ranges().filter_map(|span| self.address_pair(span))
+        self.space.value_ranges().filter_map(|span| self.address_pair(self.address_span(span)))
     }
 
     /// The used addresses outside the allocatable set, as inclusive ranges, ascending.
@@ -230,7 +327,7 @@ impl FamilyPool {
     }
 
     fn address_pair(&self, span: Span) -> Option<(IpAddr, IpAddr)> {
-        Some((self.address(span.first)?, self.address(span.last)?))
+        Some((self.family().address(span.first)?, self.family().address(span.last)?))
     }
 
     /// Estimate of the heap bytes held (not counting the `FamilyPool` value itself).

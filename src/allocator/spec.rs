@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use super::entries::{EntryError, EntryRange, parse_entry};
 use super::family::{Family, value_of};
 use super::outcome::NotInPool;
+use super::prefix::PrefixError;
 use super::ranges::{self, Span};
 
 /// One family's pool definition, borrowed from the pool object.
@@ -33,6 +34,10 @@ pub struct FamilySpec<'a> {
 pub enum SpecField {
     Addresses,
     ExcludedAddresses,
+    /// A prefix pool's `prefixes`.
+    Prefixes,
+    /// A prefix pool's `excludedPrefixes`.
+    ExcludedPrefixes,
 }
 
 impl fmt::Display for SpecField {
@@ -40,6 +45,8 @@ impl fmt::Display for SpecField {
         f.write_str(match self {
             SpecField::Addresses => "addresses",
             SpecField::ExcludedAddresses => "excludedAddresses",
+            SpecField::Prefixes => "prefixes",
+            SpecField::ExcludedPrefixes => "excludedPrefixes",
         })
     }
 }
@@ -65,6 +72,10 @@ pub enum SpecError {
     OutsideSubnet { index: usize, entry: String, subnet: String, prefix: u8 },
     /// `FamilyPool::with_spec` was asked to switch family while addresses are in use.
     FamilyChanged { from: Family, to: Family, in_use: u128 },
+    /// A prefix pool's definition is refused (see [`PrefixError`]).
+    Prefix(PrefixError),
+    /// `FamilyPool::with_spec` was asked to change the length of the handed-out prefixes.
+    GranularityChanged { from: u8, to: u8 },
 }
 
 impl fmt::Display for SpecError {
@@ -107,6 +118,11 @@ impl fmt::Display for SpecError {
                 "the pool's addresses changed from {from} to {to} while {in_use} {from} \
                  addresses are in use: release them first, or keep the {from} addresses"
             ),
+            SpecError::Prefix(error) => error.fmt(f),
+            SpecError::GranularityChanged { from, to } => write!(
+                f,
+                "allocationPrefixLength changed from {from} to {to}: it is immutable; build a new pool instead"
+            ),
         }
     }
 }
@@ -114,16 +130,24 @@ impl fmt::Display for SpecError {
 impl Error for SpecError {}
 
 /// A validated definition: what is allocatable, and why the rest is not.
+///
+/// Its sets hold *slots*: an address pool's slot is one address (`shift` 0); a prefix pool's
+/// slot is one sub-prefix of length `prefix`, numbered by its network address shifted right by
+/// `shift = 128 - prefix` bits, so that a /64 out of a /32 is one of 2^32 slots.
 #[derive(Clone, Debug)]
 pub(super) struct Definition {
     pub(super) family: Family,
     pub(super) prefix: u8,
     pub(super) gateway: Option<IpAddr>,
+    /// Host bits of a slot: 0 for address pools, `128 - allocationPrefixLength` for prefix pools.
+    pub(super) shift: u32,
+    /// Whether the gateway is held back (address pools) or only written out (prefix pools).
+    pub(super) gateway_blocks: bool,
     /// union(addresses)
-    listed: Vec<Span>,
-    excluded: Vec<Span>,
+    pub(super) listed: Vec<Span>,
+    pub(super) excluded: Vec<Span>,
     /// Network (and, for IPv4, broadcast) values held back; empty with `allocate_reserved`.
-    reserved: Vec<u128>,
+    pub(super) reserved: Vec<u128>,
     pub(super) allocatable: Vec<Span>,
 }
 
@@ -177,6 +201,8 @@ impl Definition {
             family,
             prefix: spec.prefix,
             gateway,
+            shift: 0,
+            gateway_blocks: true,
             listed,
             excluded: ranges::normalize(excluded.iter().map(to_span).collect()),
             reserved,
@@ -184,11 +210,11 @@ impl Definition {
         })
     }
 
-    /// Whether `value` (of the pool's family) is allocatable, and if not, why.
+    /// Whether slot `value` (of the pool's family) is allocatable, and if not, why.
     pub(super) fn classify(&self, value: u128) -> Result<(), NotInPool> {
         if !ranges::contains(&self.listed, value) {
             Err(NotInPool::Outside)
-        } else if self.gateway.is_some_and(|ip| value_of(ip) == value) {
+        } else if self.gateway_blocks && self.gateway.is_some_and(|ip| value_of(ip) == value) {
             Err(NotInPool::Gateway)
         } else if ranges::contains(&self.excluded, value) {
             Err(NotInPool::Excluded)
@@ -205,11 +231,11 @@ impl Definition {
     }
 }
 
-fn to_span(entry: &EntryRange) -> Span {
+pub(super) fn to_span(entry: &EntryRange) -> Span {
     Span::from(entry.values())
 }
 
-fn parse_all(entries: &[String], field: SpecField) -> Result<Vec<EntryRange>, SpecError> {
+pub(super) fn parse_all(entries: &[String], field: SpecField) -> Result<Vec<EntryRange>, SpecError> {
     entries
         .iter()
         .enumerate()
@@ -217,7 +243,7 @@ fn parse_all(entries: &[String], field: SpecField) -> Result<Vec<EntryRange>, Sp
         .collect()
 }
 
-fn parse_gateway(gateway: Option<&str>, family: Family) -> Result<Option<IpAddr>, SpecError> {
+pub(super) fn parse_gateway(gateway: Option<&str>, family: Family) -> Result<Option<IpAddr>, SpecError> {
     let Some(text) = gateway.filter(|text| !text.is_empty()) else {
         return Ok(None);
     };

@@ -6,9 +6,9 @@ use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 use std::collections::BTreeMap;
 
-use super::keys::RESERVED_NAMES;
-use super::keys::{GLOBAL_IN_CLUSTER_IP_POOL, MOVE_HIERARCHY_LABEL};
+use super::keys::{GLOBAL_IN_CLUSTER_IP_POOL, GLOBAL_IN_CLUSTER_PREFIX_POOL, MOVE_HIERARCHY_LABEL, RESERVED_NAMES};
 use super::pool::InClusterIPPool;
+use super::prefix_pool::InClusterPrefixPool;
 
 /// The retired `v1alpha1` shape, kept in the CRD (not served) so that the API server accepts the
 /// CRD on clusters whose `status.storedVersions` still lists it (upgraded from the in-cluster
@@ -99,9 +99,38 @@ pub fn global_in_cluster_ip_pool() -> CustomResourceDefinition {
     crd
 }
 
+/// The `InClusterPrefixPool` CRD: `v1alpha2` only, as the in-cluster provider serves it.
+pub fn in_cluster_prefix_pool() -> CustomResourceDefinition {
+    let mut crd = InClusterPrefixPool::crd();
+    crd.metadata.labels = Some(BTreeMap::from([(MOVE_HIERARCHY_LABEL.to_owned(), String::new())]));
+    crd
+}
+
+/// The `GlobalInClusterPrefixPool` CRD: the same schema, cluster-scoped.
+pub fn global_in_cluster_prefix_pool() -> CustomResourceDefinition {
+    let mut crd = in_cluster_prefix_pool();
+    crd.metadata.name = Some("globalinclusterprefixpools.ipam.cluster.x-k8s.io".to_owned());
+    crd.spec.scope = "Cluster".to_owned();
+    let names = &mut crd.spec.names;
+    names.kind = GLOBAL_IN_CLUSTER_PREFIX_POOL.to_owned();
+    names.list_kind = Some(format!("{GLOBAL_IN_CLUSTER_PREFIX_POOL}List"));
+    names.plural = "globalinclusterprefixpools".to_owned();
+    names.singular = Some("globalinclusterprefixpool".to_owned());
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            schema.description = Some(
+                "GlobalInClusterPrefixPool is a cluster-scoped prefix pool: IPAddressClaims in any namespace may \
+                 reference it."
+                    .to_owned(),
+            );
+        }
+    }
+    crd
+}
+
 /// Each CRD as a YAML document, with the file name it has under `crds/`.
 pub fn files() -> Vec<(String, String)> {
-    [in_cluster_ip_pool(), global_in_cluster_ip_pool()]
+    [in_cluster_ip_pool(), global_in_cluster_ip_pool(), in_cluster_prefix_pool(), global_in_cluster_prefix_pool()]
         .iter()
         .map(|crd| {
             let name = format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("crd"));
@@ -110,7 +139,7 @@ pub fn files() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Both CRDs, as the multi-document YAML that `ferro-ipam crds` prints.
+/// Every CRD, as the multi-document YAML that `ferro-ipam crds` prints.
 pub fn all_yaml() -> String {
     files().into_iter().map(|(_, yaml)| yaml).collect()
 }

@@ -11,6 +11,8 @@ pub const CLUSTER_GROUP: &str = "cluster.x-k8s.io";
 /// Kinds of pool this provider serves.
 pub const IN_CLUSTER_IP_POOL: &str = "InClusterIPPool";
 pub const GLOBAL_IN_CLUSTER_IP_POOL: &str = "GlobalInClusterIPPool";
+pub const IN_CLUSTER_PREFIX_POOL: &str = "InClusterPrefixPool";
+pub const GLOBAL_IN_CLUSTER_PREFIX_POOL: &str = "GlobalInClusterPrefixPool";
 
 /// Finalizer on a claim until its address is released.
 pub const RELEASE_ADDRESS_FINALIZER: &str = "ipam.cluster.x-k8s.io/ReleaseAddress";

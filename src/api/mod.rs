@@ -8,7 +8,10 @@ pub mod conditions;
 pub mod crdgen;
 pub mod keys;
 pub mod pool;
+pub mod prefix_pool;
+pub mod prefix_validation;
 pub mod validation;
 
 pub use capi::{CapiVersion, IPAddress, IPAddressClaim, PoolReference};
 pub use pool::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool, SecondFamily};
+pub use prefix_pool::{GlobalInClusterPrefixPool, InClusterPrefixPool, PrefixPoolSpec};

@@ -1,18 +1,16 @@
 //! `InClusterIPPool` and `GlobalInClusterIPPool`, version `v1alpha2`: every field of the
 //! in-cluster provider's pools, plus status conditions and exact per-family counts.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
-use kube::core::{ClusterResourceScope, Resource, TypeMeta};
 use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 
-use super::keys::{GLOBAL_IN_CLUSTER_IP_POOL, IPAM_GROUP};
+use super::keys::GLOBAL_IN_CLUSTER_IP_POOL;
 use super::validation;
 
 /// Longest string a pool entry may be: an IPv6 range of two full-length addresses.
-const MAX_ENTRY_LENGTH: u32 = 100;
+pub const MAX_ENTRY_LENGTH: u32 = 100;
 /// Most entries a list of a pool may hold; bounds the cost of the CEL rules.
 pub const MAX_ENTRIES: u32 = 1024;
 
@@ -189,57 +187,77 @@ pub struct FamilyCounts {
     pub out_of_range: String,
 }
 
-/// The cluster-scoped pool: claims in any namespace may reference it.
-/// Same spec and status as [`InClusterIPPool`].
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct GlobalInClusterIPPool {
-    #[serde(flatten, default)]
-    pub types: Option<TypeMeta>,
-    pub metadata: ObjectMeta,
-    pub spec: IPPoolSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<IPPoolStatus>,
-}
-
-impl GlobalInClusterIPPool {
-    pub fn new(name: &str, spec: IPPoolSpec) -> Self {
-        Self {
-            types: Some(TypeMeta {
-                api_version: Self::api_version(&()).into_owned(),
-                kind: Self::kind(&()).into_owned(),
-            }),
-            metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() },
-            spec,
-            status: None,
+/// Defines a cluster-scoped pool kind: the namespaced kind's spec and status, its own kind and
+/// plural (kube's derive makes namespaced kinds only).
+macro_rules! global_pool {
+    ($(#[$doc:meta])* $name:ident, $spec:ty, $kind:expr, $plural:literal) => {
+        $(#[$doc])*
+        #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default, PartialEq)]
+        pub struct $name {
+            #[serde(flatten, default)]
+            pub types: Option<kube::core::TypeMeta>,
+            pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+            pub spec: $spec,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub status: Option<$crate::api::pool::IPPoolStatus>,
         }
-    }
+
+        impl $name {
+            pub fn new(name: &str, spec: $spec) -> Self {
+                use kube::core::Resource as _;
+                Self {
+                    types: Some(kube::core::TypeMeta {
+                        api_version: Self::api_version(&()).into_owned(),
+                        kind: Self::kind(&()).into_owned(),
+                    }),
+                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                        name: Some(name.to_owned()),
+                        ..Default::default()
+                    },
+                    spec,
+                    status: None,
+                }
+            }
+        }
+
+        impl kube::core::Resource for $name {
+            type DynamicType = ();
+            type Scope = kube::core::ClusterResourceScope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                $crate::api::keys::IPAM_GROUP.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                "v1alpha2".into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
 }
+pub(crate) use global_pool;
 
-impl Resource for GlobalInClusterIPPool {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
+global_pool!(
+    /// The cluster-scoped pool: claims in any namespace may reference it.
+    /// Same spec and status as [`InClusterIPPool`].
+    GlobalInClusterIPPool,
+    IPPoolSpec,
+    GLOBAL_IN_CLUSTER_IP_POOL,
+    "globalinclusterippools"
+);
 
-    fn kind(_: &()) -> Cow<'_, str> {
-        GLOBAL_IN_CLUSTER_IP_POOL.into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        IPAM_GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1alpha2".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "globalinclusterippools".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-fn apply_rules(schema: &mut Schema, rules: Vec<kube::core::Rule>) {
+/// Adds CEL rules to a schema.
+pub(crate) fn apply_rules(schema: &mut Schema, rules: Vec<kube::core::Rule>) {
     for rule in rules {
         kube::core::validate(schema, rule).expect("a CEL rule serializes to JSON");
     }

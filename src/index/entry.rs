@@ -18,8 +18,7 @@ use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
 use super::PoolFacts;
 use super::keys::PoolKey;
 use super::registry::Registry;
-use super::spec::build_allocators;
-use crate::api::IPPoolSpec;
+use super::spec::PoolSpec;
 
 mod reading;
 
@@ -83,13 +82,13 @@ pub enum PoolState {
     /// No object: not listed yet, or deleted. Holds stay; nothing is handed out.
     Missing,
     /// An object whose spec describes no addresses, and why.
-    Invalid { spec: IPPoolSpec, facts: PoolFacts, reason: String },
+    Invalid { spec: PoolSpec, facts: PoolFacts, reason: String },
     /// An object whose allocators hand out addresses.
-    Ready { spec: IPPoolSpec, facts: PoolFacts, allocators: Vec<FamilyPool> },
+    Ready { spec: PoolSpec, facts: PoolFacts, allocators: Vec<FamilyPool> },
 }
 
 impl PoolState {
-    fn spec(&self) -> Option<&IPPoolSpec> {
+    fn spec(&self) -> Option<&PoolSpec> {
         match self {
             PoolState::Missing => None,
             PoolState::Invalid { spec, .. } | PoolState::Ready { spec, .. } => Some(spec),
@@ -150,12 +149,12 @@ impl PoolEntry {
 
     /// The pool object was seen (created or changed). A new or edited spec gets new allocators,
     /// with every held address carried over; changed facts are only recorded.
-    pub fn apply(&mut self, spec: &IPPoolSpec, facts: PoolFacts) -> Applied {
+    pub fn apply(&mut self, spec: &PoolSpec, facts: PoolFacts) -> Applied {
         let first_sight = matches!(self.state, PoolState::Missing);
         let spec_changed = self.state.spec() != Some(spec);
         let facts_changed = self.state.facts() != Some(&facts);
         let outside = if spec_changed {
-            self.state = match build_allocators(spec) {
+            self.state = match spec.allocators() {
                 Ok(allocators) => PoolState::Ready { spec: spec.clone(), facts, allocators },
                 Err(reason) => PoolState::Invalid { spec: spec.clone(), facts, reason },
             };
@@ -176,7 +175,7 @@ impl PoolEntry {
     }
 
     /// The pool's spec, when its object is known.
-    pub fn spec(&self) -> Option<&IPPoolSpec> {
+    pub fn spec(&self) -> Option<&PoolSpec> {
         self.state.spec()
     }
 
@@ -373,6 +372,11 @@ impl PoolEntry {
                     });
                 }
                 ip
+            }
+            None if pool.counts().total == 0 && pool.hands_out_prefixes() => {
+                return Err(AllocError::PoolInvalid(
+                    "its prefixes leave no sub-prefix to hand out (every one overlaps excludedPrefixes)".to_owned(),
+                ));
             }
             None if pool.counts().total == 0 => {
                 return Err(AllocError::PoolInvalid(format!(

@@ -3,15 +3,22 @@
 use std::fmt;
 
 use crate::api::PoolReference;
-use crate::api::keys::{ALLOCATED_FROM_ANNOTATION, GLOBAL_IN_CLUSTER_IP_POOL, IN_CLUSTER_IP_POOL, IPAM_GROUP};
+use crate::api::keys::{
+    ALLOCATED_FROM_ANNOTATION, GLOBAL_IN_CLUSTER_IP_POOL, GLOBAL_IN_CLUSTER_PREFIX_POOL, IN_CLUSTER_IP_POOL,
+    IN_CLUSTER_PREFIX_POOL, IPAM_GROUP,
+};
 
-/// The two pool kinds ferro-ipam serves.
+/// The pool kinds ferro-ipam serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PoolKind {
     /// `InClusterIPPool`: serves claims of its own namespace.
     InCluster,
     /// `GlobalInClusterIPPool`: serves claims of every namespace.
     Global,
+    /// `InClusterPrefixPool`: hands out sub-prefixes to claims of its own namespace.
+    InClusterPrefix,
+    /// `GlobalInClusterPrefixPool`: hands out sub-prefixes to claims of every namespace.
+    GlobalPrefix,
 }
 
 impl PoolKind {
@@ -19,6 +26,28 @@ impl PoolKind {
         match self {
             PoolKind::InCluster => IN_CLUSTER_IP_POOL,
             PoolKind::Global => GLOBAL_IN_CLUSTER_IP_POOL,
+            PoolKind::InClusterPrefix => IN_CLUSTER_PREFIX_POOL,
+            PoolKind::GlobalPrefix => GLOBAL_IN_CLUSTER_PREFIX_POOL,
+        }
+    }
+
+    /// Whether pools of this kind are cluster-scoped.
+    pub fn is_global(self) -> bool {
+        matches!(self, PoolKind::Global | PoolKind::GlobalPrefix)
+    }
+
+    /// Whether pools of this kind hand out sub-prefixes.
+    pub fn is_prefix(self) -> bool {
+        matches!(self, PoolKind::InClusterPrefix | PoolKind::GlobalPrefix)
+    }
+
+    fn of_name(kind: &str) -> Option<PoolKind> {
+        match kind {
+            IN_CLUSTER_IP_POOL => Some(PoolKind::InCluster),
+            GLOBAL_IN_CLUSTER_IP_POOL => Some(PoolKind::Global),
+            IN_CLUSTER_PREFIX_POOL => Some(PoolKind::InClusterPrefix),
+            GLOBAL_IN_CLUSTER_PREFIX_POOL => Some(PoolKind::GlobalPrefix),
+            _ => None,
         }
     }
 
@@ -29,11 +58,7 @@ impl PoolKind {
         if !group_is_ours {
             return None;
         }
-        match pool_ref.kind.as_str() {
-            IN_CLUSTER_IP_POOL => Some(PoolKind::InCluster),
-            GLOBAL_IN_CLUSTER_IP_POOL => Some(PoolKind::Global),
-            _ => None,
-        }
+        PoolKind::of_name(&pool_ref.kind)
     }
 }
 
@@ -54,12 +79,15 @@ impl PoolKey {
         PoolKey { kind: PoolKind::Global, namespace: None, name: name.to_owned() }
     }
 
+    /// A pool of `kind` named `name`; `namespace` is kept for namespaced kinds only.
+    pub fn of_kind(kind: PoolKind, namespace: &str, name: &str) -> Self {
+        let namespace = (!kind.is_global()).then(|| namespace.to_owned());
+        PoolKey { kind, namespace, name: name.to_owned() }
+    }
+
     /// The pool a claim or address in `namespace` references, if it is one of ours.
     pub fn from_reference(namespace: &str, pool_ref: &PoolReference) -> Option<Self> {
-        Some(match PoolKind::of_reference(pool_ref)? {
-            PoolKind::InCluster => PoolKey::in_cluster(namespace, &pool_ref.name),
-            PoolKind::Global => PoolKey::global(&pool_ref.name),
-        })
+        Some(PoolKey::of_kind(PoolKind::of_reference(pool_ref)?, namespace, &pool_ref.name))
     }
 
     /// How the allocated-from annotation of an `IPAddress` names this pool: `<kind>/<name>`
@@ -76,11 +104,7 @@ impl PoolKey {
         annotations: &std::collections::BTreeMap<String, String>,
     ) -> Option<Self> {
         if let Some((kind, name)) = annotations.get(ALLOCATED_FROM_ANNOTATION).and_then(|v| v.split_once('/')) {
-            return match kind {
-                IN_CLUSTER_IP_POOL => Some(PoolKey::in_cluster(namespace, name)),
-                GLOBAL_IN_CLUSTER_IP_POOL => Some(PoolKey::global(name)),
-                _ => None,
-            };
+            return PoolKind::of_name(kind).map(|kind| PoolKey::of_kind(kind, namespace, name));
         }
         Self::from_reference(namespace, pool_ref)
     }
@@ -127,6 +151,19 @@ mod tests {
         assert_eq!(PoolKind::of_reference(&reference(Some(IPAM_GROUP), "InClusterIPPool")), Some(PoolKind::InCluster));
         assert_eq!(PoolKind::of_reference(&reference(None, "GlobalInClusterIPPool")), Some(PoolKind::Global));
         assert_eq!(PoolKind::of_reference(&reference(Some(""), "InClusterIPPool")), Some(PoolKind::InCluster));
+        assert_eq!(
+            PoolKind::of_reference(&reference(Some(IPAM_GROUP), "InClusterPrefixPool")),
+            Some(PoolKind::InClusterPrefix)
+        );
+        assert_eq!(PoolKind::of_reference(&reference(None, "GlobalInClusterPrefixPool")), Some(PoolKind::GlobalPrefix));
+    }
+
+    #[test]
+    fn a_global_prefix_pool_is_one_pool_from_every_namespace() {
+        let g = reference(None, "GlobalInClusterPrefixPool");
+        assert_eq!(PoolKey::from_reference("a", &g), PoolKey::from_reference("b", &g));
+        let n = reference(None, "InClusterPrefixPool");
+        assert_ne!(PoolKey::from_reference("a", &n), PoolKey::from_reference("b", &n));
     }
 
     #[test]

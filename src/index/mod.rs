@@ -24,9 +24,7 @@ pub use keys::{HolderKey, PoolKey, PoolKind};
 use registry::Registry;
 pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};
-pub use spec::{build_allocators, family_settings};
-
-use crate::api::IPPoolSpec;
+pub use spec::{PoolSpec, build_allocators, build_prefix_allocator, family_settings};
 
 /// What the index asks the controllers to look at again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,10 +166,11 @@ impl Index {
     pub fn upsert_pool(
         &self,
         key: &PoolKey,
-        spec: &IPPoolSpec,
+        spec: impl Into<PoolSpec>,
         facts: PoolFacts,
         remembered: &[(HolderKey, IpAddr, Timestamp)],
     ) -> Vec<IpAddr> {
+        let spec = &spec.into();
         let slot = self.slot(key);
         let mut slot = lock(&slot);
         if slot.is_missing() && !self.sticky.is_zero() {
@@ -282,7 +281,7 @@ impl Index {
     }
 
     /// The spec of a pool, when its object is known.
-    pub fn pool_spec(&self, key: &PoolKey) -> Option<IPPoolSpec> {
+    pub fn pool_spec(&self, key: &PoolKey) -> Option<PoolSpec> {
         self.existing_slot(key).and_then(|slot| lock(&slot).spec().cloned())
     }
 

@@ -6,13 +6,16 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::keys::{PoolKey, PoolKind};
+use super::keys::PoolKey;
 
 /// Whether claims of two pools can end up on one network: pools of one namespace, or a global
 /// pool and any other. Same-named pools of two namespaces are independent, as in the in-cluster
-/// provider.
+/// provider. Address pools and prefix pools hand out different things (an address, a
+/// sub-prefix) and never share.
 pub fn share_addresses(a: &PoolKey, b: &PoolKey) -> bool {
-    a != b && (a.kind == PoolKind::Global || b.kind == PoolKind::Global || a.namespace == b.namespace)
+    a != b
+        && a.kind.is_prefix() == b.kind.is_prefix()
+        && (a.kind.is_global() || b.kind.is_global() || a.namespace == b.namespace)
 }
 
 /// The holders of every held address, by pool.
@@ -69,6 +72,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::PoolKind;
 
     #[test]
     fn pools_of_one_namespace_and_global_pools_share_addresses_other_namespaces_do_not() {
@@ -77,6 +81,10 @@ mod tests {
         assert!(share_addresses(&a, &PoolKey::global("g")));
         assert!(!share_addresses(&a, &PoolKey::in_cluster("y", "a")));
         assert!(!share_addresses(&a, &a));
+        let prefixes = PoolKey::of_kind(PoolKind::InClusterPrefix, "x", "p");
+        assert!(!share_addresses(&a, &prefixes));
+        assert!(!share_addresses(&PoolKey::global("g"), &prefixes));
+        assert!(share_addresses(&prefixes, &PoolKey::of_kind(PoolKind::GlobalPrefix, "", "gp")));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use crate::allocator::Family;
+use crate::allocator::{Family, FamilyPool};
 
 use super::entry::PoolEntry;
 use super::keys::{HolderKey, PoolKey};
@@ -37,6 +37,8 @@ pub struct PoolReport {
     pub in_flight: usize,
     /// Addresses held by anyone.
     pub held: usize,
+    /// The pool hands out sub-prefixes (a prefix pool).
+    pub hands_out_prefixes: bool,
     /// Pools sharing this one's address space whose ranges intersect its own.
     pub overlaps: Vec<PoolKey>,
     /// Holders of the `IPAddress` objects that record this pool's addresses.
@@ -62,6 +64,7 @@ impl PoolReport {
         match entry.allocators() {
             Err(why) => report.invalid = Some(why.to_owned()),
             Ok(pools) => {
+                report.hands_out_prefixes = pools.iter().any(FamilyPool::hands_out_prefixes);
                 report.out_of_range = entry.out_of_range();
                 report.families = pools
                     .iter()

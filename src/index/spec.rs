@@ -1,7 +1,76 @@
 //! From a pool object's spec to the allocator's per-family definitions.
 
-use crate::allocator::{Family, FamilyPool, FamilySpec};
-use crate::api::IPPoolSpec;
+use crate::allocator::{Family, FamilyPool, FamilySpec, PrefixSpec};
+use crate::api::{IPPoolSpec, PrefixPoolSpec};
+
+/// The spec of a pool of any kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoolSpec {
+    /// An `InClusterIPPool` or `GlobalInClusterIPPool`.
+    Addresses(IPPoolSpec),
+    /// An `InClusterPrefixPool` or `GlobalInClusterPrefixPool`.
+    Prefixes(PrefixPoolSpec),
+}
+
+impl From<&IPPoolSpec> for PoolSpec {
+    fn from(spec: &IPPoolSpec) -> Self {
+        PoolSpec::Addresses(spec.clone())
+    }
+}
+
+impl From<&PrefixPoolSpec> for PoolSpec {
+    fn from(spec: &PrefixPoolSpec) -> Self {
+        PoolSpec::Prefixes(spec.clone())
+    }
+}
+
+impl PoolSpec {
+    /// The allocators the spec describes, or why it describes none.
+    pub fn allocators(&self) -> Result<Vec<FamilyPool>, String> {
+        match self {
+            PoolSpec::Addresses(spec) => build_allocators(spec),
+            PoolSpec::Prefixes(spec) => build_prefix_allocator(spec).map(|pool| vec![pool]),
+        }
+    }
+
+    /// The prefix and gateway written into `IPAddress`es of `family`.
+    pub fn settings(&self, family: Family) -> Option<(i32, Option<String>)> {
+        match self {
+            PoolSpec::Addresses(spec) => family_settings(spec, family),
+            PoolSpec::Prefixes(spec) => (family == Family::V6)
+                .then(|| (spec.allocation_length(), spec.gateway.clone().filter(|g| !g.is_empty()))),
+        }
+    }
+
+    /// The prefix and gateway written into `IPAddress`es of the pool's first family.
+    pub fn first_settings(&self) -> (i32, Option<String>) {
+        match self {
+            PoolSpec::Addresses(spec) => (spec.prefix, spec.gateway.clone().filter(|g| !g.is_empty())),
+            PoolSpec::Prefixes(spec) => (spec.allocation_length(), spec.gateway.clone().filter(|g| !g.is_empty())),
+        }
+    }
+
+    /// Whether the pool hands out two families.
+    pub fn is_dual_stack(&self) -> bool {
+        matches!(self, PoolSpec::Addresses(spec) if spec.dual_stack.is_some())
+    }
+}
+
+/// The allocator of a prefix pool, or why there is none. The CRD's CEL rules refuse bad specs
+/// before they are stored; this catches specs stored before the rules existed.
+pub fn build_prefix_allocator(spec: &PrefixPoolSpec) -> Result<FamilyPool, String> {
+    let length = spec.allocation_length();
+    let allocation_length = u8::try_from(length).map_err(|_| {
+        format!("spec.allocationPrefixLength {length} is not valid: allocationPrefixLength must be between 1 and 128")
+    })?;
+    let prefix = PrefixSpec {
+        prefixes: &spec.prefixes,
+        excluded: spec.excluded_prefixes.as_deref().unwrap_or_default(),
+        allocation_length,
+        gateway: spec.gateway.as_deref().filter(|g| !g.is_empty()),
+    };
+    FamilyPool::of_prefixes(&prefix).map_err(|e| format!("spec.{e}"))
+}
 
 /// One family of a pool spec, borrowed: the top-level fields or the `dualStack` block.
 struct FamilyFields<'a> {
@@ -119,6 +188,24 @@ mod tests {
         spec.dual_stack.as_mut().unwrap().prefix = 24;
         let error = build_allocators(&spec).unwrap_err();
         assert!(error.starts_with("spec.dualStack.addresses"), "{error}");
+    }
+
+    #[test]
+    fn a_prefix_spec_writes_its_allocation_length_and_gateway_and_counts_sub_prefixes() {
+        let spec = PoolSpec::Prefixes(PrefixPoolSpec {
+            prefixes: vec!["fd00::/48".into()],
+            allocation_prefix_length: Some(56),
+            gateway: Some("fd00::1".into()),
+            excluded_prefixes: None,
+        });
+        assert_eq!(spec.settings(Family::V6), Some((56, Some("fd00::1".into()))));
+        assert_eq!(spec.settings(Family::V4), None);
+        assert_eq!(spec.allocators().unwrap()[0].counts().total, 256);
+        let unset = PrefixPoolSpec { prefixes: vec!["fd00::/62".into()], ..PrefixPoolSpec::default() };
+        assert_eq!(PoolSpec::from(&unset).settings(Family::V6), Some((64, None)), "64 when unset");
+        let bad = PrefixPoolSpec { prefixes: vec!["fd00::1/64".into()], ..unset };
+        let error = PoolSpec::from(&bad).allocators().unwrap_err();
+        assert!(error.starts_with("spec.prefixes[0]") && error.contains("network-aligned"), "{error}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::api::capi::IPAddress;
 use crate::api::keys::RESERVED_NAMES;
 use crate::controller::feed::{AddressFeed, PoolFeed};
 use crate::controller::pool::PoolObject;
-use crate::index::{Index, PoolKey, PoolKind};
+use crate::index::{Index, PoolKey};
 use crate::selection::Purpose;
 
 use super::claims::{self, Decision};
@@ -62,6 +62,8 @@ fn build_index(inventory: &Inventory, now: Timestamp) -> Index {
     let (index, _triggers) = Index::with_clock(STICKY, Arc::new(move || now));
     feed_pools(&index, &inventory.in_cluster_pools);
     feed_pools(&index, &inventory.global_pools);
+    feed_pools(&index, &inventory.in_cluster_prefix_pools);
+    feed_pools(&index, &inventory.global_prefix_pools);
     feed_addresses(&index, &inventory.addresses);
     index.set_ready();
     index
@@ -77,10 +79,10 @@ fn pool_finding<K: PoolObject + serde::Serialize>(pool: &K, index: &Index, rules
         kind: key.kind.as_str().to_owned(),
         namespace: key.namespace.clone(),
         name: key.name.clone(),
-        refused: rules.refusals(key.kind == PoolKind::Global, &json),
+        refused: rules.refusals(key.kind, &json),
         invalid: report.invalid.clone().filter(|why| !why.is_empty()),
         paused: pool.facts().paused,
-        dual_stack: pool.spec().dual_stack.is_some(),
+        dual_stack: pool.spec().is_dual_stack(),
         purposes: RESERVED_NAMES.iter().filter(|l| pool.labels().contains_key(**l)).map(|l| (*l).to_owned()).collect(),
         total: totals.total.to_string(),
         free: totals.free.to_string(),
@@ -239,6 +241,8 @@ pub fn analyse(inventory: &Inventory, now: Timestamp) -> Findings {
         .iter()
         .map(|p| (p.key(), pool_finding(p, &index, &rules)))
         .chain(inventory.global_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules))))
+        .chain(inventory.in_cluster_prefix_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules))))
+        .chain(inventory.global_prefix_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules))))
         .collect();
     let known_pools: BTreeSet<PoolKey> = pools.iter().map(|(key, _)| key.clone()).collect();
     let mut conflicts = address_conflicts(&index, &addresses_by_pool(&inventory.addresses), &known_pools);

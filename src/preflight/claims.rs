@@ -105,7 +105,7 @@ fn adopt(index: &Index, claim: &IPAddressClaim, address: &IPAddress, key: &PoolK
 
 /// The claim has no `IPAddress`: what would it get?
 fn allocate(index: &Index, claim: &IPAddressClaim, key: &PoolKey, holder: &HolderKey) -> Decision {
-    let dual_stack = index.pool_spec(key).is_some_and(|s| s.dual_stack.is_some());
+    let dual_stack = index.pool_spec(key).is_some_and(|s| s.is_dual_stack());
     let request = match request_of(claim, dual_stack) {
         Ok(request) => request,
         Err(message) => return wait(holder, Some(key), ClaimReason::AllocationFailed.as_str(), message),

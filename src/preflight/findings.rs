@@ -175,7 +175,7 @@ pub struct Features {
     pub other_addresses: usize,
 }
 
-/// The in-cluster provider's prefix pools, counted only.
+/// The prefix-pool kinds: whether they are served, and how many pools of each there are.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrefixPools {
@@ -183,6 +183,9 @@ pub struct PrefixPools {
     pub served: bool,
     pub in_cluster: usize,
     pub global: usize,
+    /// Whether they are served at `v1alpha2`, the version ferro-ipam reads them at.
+    #[serde(skip)]
+    pub served_v1alpha2: bool,
 }
 
 impl Findings {

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::keys::IPAM_GROUP;
-use crate::api::{CapiVersion, GlobalInClusterIPPool, InClusterIPPool};
+use crate::api::{CapiVersion, GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use crate::controller::discovery;
 
 use super::findings::{PrefixPools, Unreadable};
@@ -22,6 +22,9 @@ pub struct Inventory {
     pub capi: CapiVersion,
     pub in_cluster_pools: Vec<InClusterIPPool>,
     pub global_pools: Vec<GlobalInClusterIPPool>,
+    /// Prefix pools, when their CRDs are served at `v1alpha2` (empty otherwise).
+    pub in_cluster_prefix_pools: Vec<InClusterPrefixPool>,
+    pub global_prefix_pools: Vec<GlobalInClusterPrefixPool>,
     pub addresses: Vec<IPAddress>,
     pub claims: Vec<IPAddressClaim>,
     /// None when the API server serves no Cluster kind: then no claim waits for its Cluster.
@@ -38,6 +41,8 @@ impl Inventory {
             capi,
             in_cluster_pools: Vec::new(),
             global_pools: Vec::new(),
+            in_cluster_prefix_pools: Vec::new(),
+            global_prefix_pools: Vec::new(),
             addresses: Vec::new(),
             claims: Vec::new(),
             clusters: None,
@@ -114,6 +119,7 @@ async fn prefix_pools(client: &Client) -> anyhow::Result<PrefixPools> {
         });
         if let Some(resource) = served {
             found.served = true;
+            found.served_v1alpha2 |= resource.version == "v1alpha2";
             *count = list_all(client, &resource).await.map_err(|error| explain(error, &resource))?.len();
         }
     }
@@ -135,10 +141,20 @@ pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
         None => None,
     };
     let prefix_pools = prefix_pools(client).await?;
+    // Prefix pools that ferro-ipam would serve: those stored under a CRD serving v1alpha2.
+    let (in_cluster_prefix_pools, global_prefix_pools) = if prefix_pools.served_v1alpha2 {
+        let in_cluster = ApiResource::erase::<InClusterPrefixPool>(&());
+        let global = ApiResource::erase::<GlobalInClusterPrefixPool>(&());
+        (read_all(client, &in_cluster, &mut unreadable).await?, read_all(client, &global, &mut unreadable).await?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     Ok(Inventory {
         capi: served.ipam,
         in_cluster_pools,
         global_pools,
+        in_cluster_prefix_pools,
+        global_prefix_pools,
         addresses,
         claims,
         clusters,

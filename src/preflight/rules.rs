@@ -7,12 +7,15 @@ use kube::core::cel::{CompiledSchema, Validator, compile_schema};
 use serde_json::Value;
 
 use crate::api::crdgen;
+use crate::index::PoolKind;
 
-/// The `v1alpha2` schemas of both pool CRDs, generated from the Rust types as `crds/` is.
+/// The `v1alpha2` schemas of the four pool CRDs, generated from the Rust types as `crds/` is.
 pub(crate) struct PoolRules {
     validator: Validator,
     in_cluster: CompiledSchema,
     global: CompiledSchema,
+    in_cluster_prefix: CompiledSchema,
+    global_prefix: CompiledSchema,
 }
 
 fn served_schema(crd: &CustomResourceDefinition) -> Value {
@@ -32,12 +35,19 @@ impl PoolRules {
             validator: Validator::new(),
             in_cluster: compile_schema(&served_schema(&crdgen::in_cluster_ip_pool())),
             global: compile_schema(&served_schema(&crdgen::global_in_cluster_ip_pool())),
+            in_cluster_prefix: compile_schema(&served_schema(&crdgen::in_cluster_prefix_pool())),
+            global_prefix: compile_schema(&served_schema(&crdgen::global_in_cluster_prefix_pool())),
         }
     }
 
     /// The messages of every rule `pool` (a whole object, as JSON) breaks; empty when it passes.
-    pub(crate) fn refusals(&self, global: bool, pool: &Value) -> Vec<String> {
-        let schema = if global { &self.global } else { &self.in_cluster };
+    pub(crate) fn refusals(&self, kind: PoolKind, pool: &Value) -> Vec<String> {
+        let schema = match kind {
+            PoolKind::InCluster => &self.in_cluster,
+            PoolKind::Global => &self.global,
+            PoolKind::InClusterPrefix => &self.in_cluster_prefix,
+            PoolKind::GlobalPrefix => &self.global_prefix,
+        };
         match self.validator.validate_compiled(schema, pool, None) {
             Ok(()) => Vec::new(),
             Err(errors) => errors.into_vec().into_iter().map(|e| e.to_string()).collect(),

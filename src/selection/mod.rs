@@ -29,7 +29,9 @@ pub enum Purpose {
 impl Purpose {
     /// The purpose a `poolRef` asks for: one of our kinds (either) with a reserved name.
     pub fn of_reference(pool_ref: &PoolReference) -> Option<Purpose> {
-        PoolKind::of_reference(pool_ref)?;
+        if PoolKind::of_reference(pool_ref)?.is_prefix() {
+            return None;
+        }
         match pool_ref.name.as_str() {
             VIPS_LABEL => Some(Purpose::Vip),
             VM_IPS_LABEL => Some(Purpose::VmIp),
@@ -139,6 +141,8 @@ pub fn candidates<'a>(
         let local = match key.kind {
             PoolKind::InCluster => key.namespace.as_deref() == Some(namespace),
             PoolKind::Global => false,
+            // Purpose claims ask for an address: prefix pools never serve them.
+            PoolKind::InClusterPrefix | PoolKind::GlobalPrefix => continue,
         };
         if !is_true(labels, purpose.label()) || (key.kind == PoolKind::InCluster && !local) {
             continue;

@@ -51,7 +51,7 @@ async fn main() -> Result<()> {
     show(
         &plane,
         "pools with their Total/Free/Used columns",
-        &["get", "inclusterippools,globalinclusterippools", "-A"],
+        &["get", "inclusterippools,globalinclusterippools,inclusterprefixpools,globalinclusterprefixpools", "-A"],
     )?;
     show(&plane, "claims", &["get", "ipaddressclaims.ipam.cluster.x-k8s.io", "-n", "demo"])?;
     show(

@@ -54,7 +54,8 @@ async fn without_address_list(rig: &Rig) {
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": everything},
             {"apiGroups": ["ipam.cluster.x-k8s.io"], "verbs": everything, "resources": [
                 "ipaddressclaims", "ipaddressclaims/status", "inclusterippools", "inclusterippools/status",
-                "globalinclusterippools", "globalinclusterippools/status"]},
+                "globalinclusterippools", "globalinclusterippools/status", "inclusterprefixpools",
+                "inclusterprefixpools/status", "globalinclusterprefixpools", "globalinclusterprefixpools/status"]},
             {"apiGroups": ["ipam.cluster.x-k8s.io"], "resources": ["ipaddresses"], "verbs": ["get", "create", "update", "patch", "delete"]},
             {"apiGroups": ["cluster.x-k8s.io", "apiextensions.k8s.io"], "resources": ["clusters", "customresourcedefinitions"], "verbs": ["get", "list", "watch"]},
         ],

@@ -15,6 +15,14 @@ use serde_json::Value;
 /// The two IP pool CRDs both providers define.
 pub const POOL_CRDS: [&str; 2] =
     ["inclusterippools.ipam.cluster.x-k8s.io", "globalinclusterippools.ipam.cluster.x-k8s.io"];
+/// The two prefix pool CRDs both providers define (`v1alpha2` only, no older history).
+pub const PREFIX_CRDS: [&str; 2] =
+    ["inclusterprefixpools.ipam.cluster.x-k8s.io", "globalinclusterprefixpools.ipam.cluster.x-k8s.io"];
+
+/// Every pool CRD.
+fn all_crds() -> impl Iterator<Item = &'static str> {
+    POOL_CRDS.into_iter().chain(PREFIX_CRDS)
+}
 
 /// The in-cluster provider's v1.1.0 manifest of a CRD (from the tools cache).
 pub fn upstream_file(plane: &ControlPlane, name: &str) -> PathBuf {
@@ -106,8 +114,11 @@ fn serves(plane: &ControlPlane, crd: &Value) -> Result<bool> {
     let Some(v1alpha2) = v1alpha2.filter(|v| v["served"] == true) else {
         return Ok(true);
     };
-    let knows_dual_stack =
-        !v1alpha2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["dualStack"].is_null();
+    let spec = &v1alpha2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    if kind.as_str().is_some_and(|k| k.ends_with("PrefixPool")) {
+        return serves_prefix_rules(plane, crd, kind, !spec["prefixes"]["items"]["x-kubernetes-validations"].is_null());
+    }
+    let knows_dual_stack = !spec["dualStack"].is_null();
     let mut probe = serde_json::json!({
         "apiVersion": format!("{}/v1alpha2", group.as_str().unwrap_or_default()), "kind": kind,
         "metadata": {"name": "e2e-schema-probe"},
@@ -134,6 +145,24 @@ fn serves(plane: &ControlPlane, crd: &Value) -> Result<bool> {
     Ok(stored["spec"]["dualStack"].is_null() != knows_dual_stack)
 }
 
+/// Whether a dry-run create of a prefix pool with a prefix that is not network-aligned is
+/// refused exactly when the CRD has CEL rules (ferro-ipam's does, the in-cluster provider's
+/// leaves that to its webhook).
+fn serves_prefix_rules(plane: &ControlPlane, crd: &Value, kind: &Value, has_rules: bool) -> Result<bool> {
+    let group = crd["spec"]["group"].as_str().unwrap_or_default();
+    let mut probe = serde_json::json!({
+        "apiVersion": format!("{group}/v1alpha2"), "kind": kind,
+        "metadata": {"name": "e2e-schema-probe"}, "spec": {"prefixes": ["fd00::1/64"]},
+    });
+    if crd["spec"]["scope"] == "Namespaced" {
+        probe["metadata"]["namespace"] = "default".into();
+    }
+    let file = plane.dir.join(format!("schema-probe-{}.json", kind.as_str().unwrap_or_default()));
+    std::fs::write(&file, probe.to_string())?;
+    let output = plane.kubectl(&["create", "--dry-run=server", "--validate=false", "-f", &file.to_string_lossy()])?;
+    Ok(output.status.success() != has_rules)
+}
+
 /// `status.storedVersions` of a CRD.
 pub async fn stored_versions(client: &Client, name: &str) -> Result<Vec<String>> {
     Ok(api(client).get(name).await?.status.and_then(|s| s.stored_versions).unwrap_or_default())
@@ -143,7 +172,7 @@ pub async fn stored_versions(client: &Client, name: &str) -> Result<Vec<String>>
 /// provider's history: its manifests with `v1alpha1` as the storage version (as its early
 /// releases had). The caller stores pools while they are installed, then upgrades.
 pub async fn install_early_in_cluster(plane: &ControlPlane, client: &Client) -> Result<()> {
-    for name in POOL_CRDS {
+    for name in all_crds() {
         plane.kubectl_ok(&["delete", "crd", name, "--wait=true", "--timeout=60s"])?;
     }
     for name in POOL_CRDS {
@@ -151,12 +180,16 @@ pub async fn install_early_in_cluster(plane: &ControlPlane, client: &Client) -> 
         put(client, &early, "clusterctl", false).await?;
         wait_established(plane, name)?;
     }
+    for name in PREFIX_CRDS {
+        put(client, &manifest(plane, &upstream_file(plane, name))?, "clusterctl", false).await?;
+        wait_established(plane, name)?;
+    }
     Ok(())
 }
 
 /// Upgrades (or moves back) to the in-cluster provider's v1.1.0 manifests, as clusterctl would.
 pub async fn install_in_cluster(plane: &ControlPlane, client: &Client) -> Result<()> {
-    for name in POOL_CRDS {
+    for name in all_crds() {
         put(client, &manifest(plane, &upstream_file(plane, name))?, "clusterctl", false).await?;
         wait_established(plane, name)?;
     }
@@ -165,7 +198,7 @@ pub async fn install_in_cluster(plane: &ControlPlane, client: &Client) -> Result
 
 /// Replaces the pool CRDs with ferro-ipam's, the way the runbook says (`kubectl replace`).
 pub fn install_ferro_ipam(plane: &ControlPlane) -> Result<()> {
-    for name in POOL_CRDS {
+    for name in all_crds() {
         plane.kubectl_ok(&["replace", "-f", &ours_file(name).to_string_lossy()])?;
         wait_established(plane, name)?;
     }

@@ -16,6 +16,13 @@ use serde_json::{Value, json};
 
 pub const IN_CLUSTER: &str = "InClusterIPPool";
 pub const GLOBAL: &str = "GlobalInClusterIPPool";
+pub const PREFIX: &str = "InClusterPrefixPool";
+pub const GLOBAL_PREFIX: &str = "GlobalInClusterPrefixPool";
+
+/// Whether pools of `kind` are cluster-scoped.
+pub fn is_global(kind: &str) -> bool {
+    kind == GLOBAL || kind == GLOBAL_PREFIX
+}
 
 /// Seconds the `grace` pool keeps an address after its claim is deleted.
 pub const GRACE_SECONDS: i64 = 45;
@@ -78,6 +85,7 @@ pub struct Fleet {
     pub groups: Vec<Group>,
     pub shared: String,
     pub legacy_global: String,
+    pub shared_prefixes: String,
 }
 
 impl Fleet {
@@ -86,6 +94,7 @@ impl Fleet {
         let b = a.sibling("migration-b").await;
         let shared = a.global_name("shared");
         let legacy_global = a.global_name("legacy");
+        let shared_prefixes = a.global_name("shared-prefixes");
         let group = |side, kind, pool: &str, prefix, count| Group { side, kind, pool: pool.to_owned(), prefix, count };
         let groups = vec![
             group(0, IN_CLUSTER, "net", "net", 150),
@@ -97,8 +106,11 @@ impl Fleet {
             group(1, IN_CLUSTER, "v6", "v6", 30),
             group(0, IN_CLUSTER, "legacy", "legacy", 20),
             group(0, GLOBAL, &legacy_global, "legacy-global", 10),
+            group(0, PREFIX, "pfx", "pfx", 40),
+            group(0, GLOBAL_PREFIX, &shared_prefixes, "pfx-shared", 8),
+            group(1, GLOBAL_PREFIX, &shared_prefixes, "pfx-shared", 8),
         ];
-        Fleet { sides: [a, b], groups, shared, legacy_global }
+        Fleet { sides: [a, b], groups, shared, legacy_global, shared_prefixes }
     }
 
     pub fn a(&self) -> &Scope {
@@ -146,6 +158,16 @@ impl Fleet {
         .await?;
         a.pool("paused", json!({"addresses": ["10.40.0.10-10.40.0.40"], "prefix": 24})).await?;
         b.pool("v6", json!({"addresses": ["fd00:10::/120"], "prefix": 120, "gateway": "fd00:10::1"})).await?;
+        a.prefix_pool(
+            "pfx",
+            json!({"prefixes": ["fd00:50::/56"], "gateway": "fd00:50::1", "excludedPrefixes": ["fd00:50:0:3::/64"]}),
+        )
+        .await?;
+        a.global_prefix_pool(
+            &self.shared_prefixes,
+            json!({"prefixes": ["fd00:60::/59"], "allocationPrefixLength": 64}),
+        )
+        .await?;
         a.cluster("wl-a", false).await?;
         b.cluster("wl-b", false).await?;
         Ok(())
@@ -220,7 +242,7 @@ impl Fleet {
         for side in &self.sides {
             for address in side.addresses().list(&ListParams::default()).await?.items {
                 let pool_ref = &address.spec.pool_ref;
-                let pool_ns = if pool_ref.kind == GLOBAL { String::new() } else { side.ns.clone() };
+                let pool_ns = if is_global(&pool_ref.kind) { String::new() } else { side.ns.clone() };
                 let mut owners: Vec<Value> =
                     address.owner_references().iter().map(|o| serde_json::to_value(o).unwrap_or_default()).collect();
                 owners.sort_by_key(|o| o["uid"].as_str().unwrap_or_default().to_owned());
@@ -268,6 +290,11 @@ impl Fleet {
             let pool: GlobalInClusterIPPool = self.a().global_pools().get(name).await?;
             counts.insert(name.clone(), of(pool.status));
         }
+        for pool in self.a().prefix_pools().list(&ListParams::default()).await?.items {
+            counts.insert(format!("{}/{} (prefixes)", self.a().ns, pool.name_any()), of(pool.status));
+        }
+        let pool = self.a().global_prefix_pools().get(&self.shared_prefixes).await?;
+        counts.insert(format!("{} (prefixes)", self.shared_prefixes), of(pool.status));
         Ok(counts)
     }
 }

@@ -8,6 +8,8 @@ mod extensions;
 mod in_cluster;
 mod lifecycle;
 mod operations;
+mod prefix;
+mod prefix_status;
 mod providers;
 mod purpose;
 mod validation;

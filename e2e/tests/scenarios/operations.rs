@@ -233,7 +233,16 @@ fn deploy_base_is_accepted_by_the_api_server_and_runs_hardened() {
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .filter_map(|o| o["metadata"]["name"].as_str())
         .collect();
-    assert_eq!(crds, ["globalinclusterippools.ipam.cluster.x-k8s.io", "inclusterippools.ipam.cluster.x-k8s.io"].into());
+    assert_eq!(
+        crds,
+        [
+            "globalinclusterippools.ipam.cluster.x-k8s.io",
+            "globalinclusterprefixpools.ipam.cluster.x-k8s.io",
+            "inclusterippools.ipam.cluster.x-k8s.io",
+            "inclusterprefixpools.ipam.cluster.x-k8s.io"
+        ]
+        .into()
+    );
     for object in objects.iter().filter(|o| o["metadata"]["namespace"].is_string()) {
         assert_eq!(object["metadata"]["namespace"], "ferro-ipam-system", "{}", object["metadata"]["name"]);
     }

@@ -29,7 +29,7 @@ fn addresses(name: Option<&str>) -> String {
 /// The pool `ns/pool`: 10.0.0.10-10.0.0.20, /24, gateway 10.0.0.1, protected, no grace period.
 fn with_pool(world: &World) -> PoolKey {
     let key = PoolKey::in_cluster("ns", "pool");
-    let spec = serde_json::from_value(json!({
+    let spec: crate::api::IPPoolSpec = serde_json::from_value(json!({
         "addresses": ["10.0.0.10-10.0.0.20"], "prefix": 24, "gateway": "10.0.0.1"
     }))
     .expect("a pool spec");

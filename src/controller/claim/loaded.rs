@@ -8,10 +8,9 @@ use std::sync::Arc;
 use kube::ResourceExt;
 
 use crate::allocator::Family;
-use crate::api::IPPoolSpec;
 use crate::api::capi::{Cluster, IPAddressClaim, PoolReference};
 use crate::api::conditions::ClaimReason;
-use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolKind, family_settings};
+use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolSpec};
 use crate::metrics::PoolLabels;
 
 use super::super::context::Context;
@@ -77,7 +76,7 @@ impl Loaded {
     /// allocation of the claim controller goes through here. The outer error is a claim that
     /// cannot ask (a bad request annotation); the inner one, the pool's refusal.
     pub fn take_address(&self, pool: &Serving, ctx: &Context) -> Result<Result<IpAddr, AllocError>, Failure> {
-        let request = request::of(&self.claim, pool.spec.dual_stack.is_some())
+        let request = request::of(&self.claim, pool.spec.is_dual_stack())
             .map_err(|message| Failure::NotReady(ClaimReason::AllocationFailed, message))?;
         let taken = ctx.index.allocate(&pool.key, &self.holder, request);
         if let Err(AllocError::Exhausted(_)) = &taken {
@@ -93,7 +92,7 @@ pub struct Serving {
     /// The purpose reference, when the pool was chosen by its labels.
     pub via: Option<PoolReference>,
     pub facts: PoolFacts,
-    pub spec: IPPoolSpec,
+    pub spec: PoolSpec,
 }
 
 impl Serving {
@@ -110,7 +109,7 @@ impl Serving {
             Some(facts) => facts,
         };
         // Confined to one namespace, this instance cannot see a global pool's addresses elsewhere.
-        if key.kind == PoolKind::Global
+        if key.kind.is_global()
             && let Some(namespace) = &ctx.only_namespace
         {
             return Err(Failure::NotReady(
@@ -130,25 +129,23 @@ impl Serving {
             ctx.index.wait_for_pool(&key, &loaded.holder);
             return Ok(None);
         }
-        let spec = ctx.index.pool_spec(&key).unwrap_or_default();
+        // Facts and spec come and go together (see `PoolState`).
+        let Some(spec) = ctx.index.pool_spec(&key) else {
+            return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{key} not found")));
+        };
         Ok(Some(Serving { key, via, facts, spec }))
     }
 
     /// What the pool writes into an address of its first family.
     pub fn side(&self) -> PoolSide {
-        PoolSide {
-            key: self.key.clone(),
-            via: self.via.clone(),
-            uid: self.facts.uid.clone(),
-            prefix: self.spec.prefix,
-            gateway: self.spec.gateway.clone().filter(|g| !g.is_empty()),
-        }
+        let (prefix, gateway) = self.spec.first_settings();
+        PoolSide { key: self.key.clone(), via: self.via.clone(), uid: self.facts.uid.clone(), prefix, gateway }
     }
 
     /// What the pool writes into an address `ip`: the prefix and gateway of its family.
     pub fn side_for(&self, ip: IpAddr) -> PoolSide {
         let side = self.side();
-        match family_settings(&self.spec, Family::of(ip)) {
+        match self.spec.settings(Family::of(ip)) {
             Some((prefix, gateway)) => PoolSide { prefix, gateway, ..side },
             None => side,
         }

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
-use crate::index::{HolderKey, PoolKey, PoolKind};
+use crate::index::{HolderKey, PoolKey};
 use crate::selection::{self, Candidates, Purpose};
 
 use super::super::context::Context;
@@ -80,7 +80,7 @@ async fn candidates(
 
 /// Why a pool cannot serve now, or None when it may be tried.
 fn unusable(ctx: &Context, pool: &PoolKey) -> Option<String> {
-    if pool.kind == PoolKind::Global && ctx.only_namespace.is_some() {
+    if pool.kind.is_global() && ctx.only_namespace.is_some() {
         return Some("this ferro-ipam runs with --namespace and serves no global pool".to_owned());
     }
     match ctx.index.pool_facts(pool) {

@@ -2,20 +2,24 @@
 
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::api::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool};
+use crate::api::{
+    GlobalInClusterIPPool, GlobalInClusterPrefixPool, IPPoolStatus, InClusterIPPool, InClusterPrefixPool,
+};
 use std::net::IpAddr;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::index::{HolderKey, PoolFacts, PoolKey};
+use crate::index::{HolderKey, PoolFacts, PoolKey, PoolKind, PoolSpec};
 
 use crate::api::keys::{PAUSED_ANNOTATION, PROTECT_POOL_FINALIZER};
 
-/// A pool object of either kind.
+/// A pool object of any kind.
 pub trait PoolObject:
     Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static
 {
-    fn spec(&self) -> &IPPoolSpec;
+    fn spec(&self) -> PoolSpec;
+    /// `addressReuseGracePeriodSeconds`; prefix pools have none (as in the in-cluster provider).
+    fn grace_period_seconds(&self) -> i32;
     fn status(&self) -> Option<&IPPoolStatus>;
     fn key(&self) -> PoolKey;
     /// The API of this kind: for the namespaced kind in `namespace` (all namespaces when None);
@@ -42,41 +46,61 @@ pub trait PoolObject:
             protected: self.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER),
             paused: self.annotations().contains_key(PAUSED_ANNOTATION),
             deleting: self.meta().deletion_timestamp.is_some(),
-            grace_period_seconds: i64::from(self.spec().address_reuse_grace_period_seconds.unwrap_or(0).max(0)),
+            grace_period_seconds: i64::from(self.grace_period_seconds().max(0)),
             labels: self.labels().clone(),
         }
     }
 }
 
-impl PoolObject for InClusterIPPool {
-    fn spec(&self) -> &IPPoolSpec {
-        &self.spec
-    }
-    fn status(&self) -> Option<&IPPoolStatus> {
-        self.status.as_ref()
-    }
-    fn key(&self) -> PoolKey {
-        PoolKey::in_cluster(&self.namespace().unwrap_or_default(), &self.name_any())
-    }
-    fn api(client: Client, namespace: Option<&str>) -> Api<Self> {
-        match namespace {
-            Some(ns) => Api::namespaced(client, ns),
-            None => Api::all(client),
+/// Implements [`PoolObject`] for a namespaced (`namespaced`) or cluster-scoped (`global`) kind.
+macro_rules! pool_object {
+    ($type:ty, $kind:expr, namespaced, $grace:expr) => {
+        impl PoolObject for $type {
+            fn key(&self) -> PoolKey {
+                PoolKey::of_kind($kind, &self.namespace().unwrap_or_default(), &self.name_any())
+            }
+            fn api(client: Client, namespace: Option<&str>) -> Api<Self> {
+                match namespace {
+                    Some(ns) => Api::namespaced(client, ns),
+                    None => Api::all(client),
+                }
+            }
+            pool_object!(@methods $grace);
         }
-    }
+    };
+    ($type:ty, $kind:expr, global, $grace:expr) => {
+        impl PoolObject for $type {
+            fn key(&self) -> PoolKey {
+                PoolKey::of_kind($kind, "", &self.name_any())
+            }
+            fn api(client: Client, _namespace: Option<&str>) -> Api<Self> {
+                Api::all(client)
+            }
+            pool_object!(@methods $grace);
+        }
+    };
+    (@methods $grace:expr) => {
+        fn spec(&self) -> PoolSpec {
+            PoolSpec::from(&self.spec)
+        }
+        fn grace_period_seconds(&self) -> i32 {
+            let grace: fn(&Self) -> i32 = $grace;
+            grace(self)
+        }
+        fn status(&self) -> Option<&IPPoolStatus> {
+            self.status.as_ref()
+        }
+    };
 }
 
-impl PoolObject for GlobalInClusterIPPool {
-    fn spec(&self) -> &IPPoolSpec {
-        &self.spec
-    }
-    fn status(&self) -> Option<&IPPoolStatus> {
-        self.status.as_ref()
-    }
-    fn key(&self) -> PoolKey {
-        PoolKey::global(&self.name_any())
-    }
-    fn api(client: Client, _namespace: Option<&str>) -> Api<Self> {
-        Api::all(client)
-    }
-}
+pool_object!(InClusterIPPool, PoolKind::InCluster, namespaced, |p| p
+    .spec
+    .address_reuse_grace_period_seconds
+    .unwrap_or(0));
+pool_object!(GlobalInClusterIPPool, PoolKind::Global, global, |p| p
+    .spec
+    .address_reuse_grace_period_seconds
+    .unwrap_or(0));
+// Prefix pools have no grace period, as in the in-cluster provider.
+pool_object!(InClusterPrefixPool, PoolKind::InClusterPrefix, namespaced, |_| 0);
+pool_object!(GlobalInClusterPrefixPool, PoolKind::GlobalPrefix, global, |_| 0);

@@ -85,6 +85,15 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
         );
     }
     let totals = report.totals();
+    if totals.total == 0 && report.hands_out_prefixes {
+        return (
+            false,
+            PoolReason::NoAllocatableAddresses,
+            "the pool's prefixes leave no sub-prefix to hand out: every sub-prefix of allocationPrefixLength overlaps \
+             excludedPrefixes; narrow excludedPrefixes or add prefixes"
+                .to_owned(),
+        );
+    }
     if totals.total == 0 {
         return (
             false,
@@ -94,10 +103,11 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
                 .to_owned(),
         );
     }
+    let unit = if report.hands_out_prefixes { "sub-prefixes" } else { "addresses" };
     if totals.free == 0 {
-        return (true, PoolReason::Exhausted, format!("all {} addresses are allocated", totals.total));
+        return (true, PoolReason::Exhausted, format!("all {} {unit} are allocated", totals.total));
     }
-    (true, PoolReason::Valid, format!("{} of {} addresses free", totals.free, totals.total))
+    (true, PoolReason::Valid, format!("{} of {} {unit} free", totals.free, totals.total))
 }
 
 /// The status a pool should have, keeping the transition time of an unchanged `Ready` status.
@@ -236,6 +246,18 @@ mod tests {
     #[test]
     fn full_pool_says_so() {
         assert_eq!(readiness(&report(4, 0, 4), None).1, PoolReason::Exhausted);
+    }
+
+    #[test]
+    fn a_prefix_pool_speaks_of_sub_prefixes_and_its_exclusions() {
+        let mut r = report(4, 1, 3);
+        r.hands_out_prefixes = true;
+        assert_eq!(readiness(&r, None).2, "1 of 4 sub-prefixes free");
+        let mut empty = report(0, 0, 0);
+        empty.hands_out_prefixes = true;
+        let (ready, reason, message) = readiness(&empty, None);
+        assert!(!ready && reason == PoolReason::NoAllocatableAddresses);
+        assert!(message.contains("excludedPrefixes") && !message.contains("allocateReservedIPAddresses"), "{message}");
     }
 
     #[test]

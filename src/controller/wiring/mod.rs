@@ -21,7 +21,7 @@ use kube::runtime::reflector::Store;
 use tracing::warn;
 
 use crate::api::capi::IPAddress;
-use crate::api::{GlobalInClusterIPPool, InClusterIPPool};
+use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use crate::health::Health;
 use crate::index::Index;
 use crate::metrics::Metrics;
@@ -41,9 +41,9 @@ const POOL_WRITES_MIN_INTERVAL: Duration = Duration::from_millis(500);
 const POOL_WRITES_MAX_INTERVAL: Duration = Duration::from_secs(5);
 const POOL_WRITES_PER_SECOND: u32 = 20;
 
-/// The listings the index waits for before any claim allocates: the `IPAddress`es and each
-/// pool kind.
-const LISTINGS: usize = 3;
+/// The listings the index waits for before any claim allocates: the `IPAddress`es and each of
+/// the four pool kinds.
+const LISTINGS: usize = 5;
 
 /// What the controllers of a term run with.
 pub struct Term {
@@ -75,12 +75,16 @@ impl Term {
         };
         let claim_controller = claims.controller(self, ctx.clone(), shutdown.clone());
         let pools = pools::PoolControllers { term: self, index: &index, ctx: ctx.clone(), shutdown: shutdown.clone() };
-        let in_cluster = pools.of_kind::<InClusterIPPool>(true, listed(), routes.in_cluster);
         // Global pools' status and protection are left to an instance that sees every namespace.
-        let global = pools.of_kind::<GlobalInClusterIPPool>(self.settings.namespace.is_none(), listed(), routes.global);
+        let manage_global = self.settings.namespace.is_none();
+        let in_cluster = pools.of_kind::<InClusterIPPool>(true, listed(), routes.in_cluster);
+        let global = pools.of_kind::<GlobalInClusterIPPool>(manage_global, listed(), routes.global);
+        let in_cluster_prefix = pools.of_kind::<InClusterPrefixPool>(true, listed(), routes.in_cluster_prefix);
+        let global_prefix = pools.of_kind::<GlobalInClusterPrefixPool>(manage_global, listed(), routes.global_prefix);
 
         // The controllers end on shutdown; the watches and the router end with them.
-        let controllers = future::join3(claim_controller, in_cluster, global);
+        let pools = future::join4(in_cluster, global, in_cluster_prefix, global_prefix);
+        let controllers = future::join(claim_controller, pools);
         let watches = future::join4(address_watch, cluster_controller, router, self.upkeep(&index, &ctx));
         tokio::select! {
             _ = controllers => {}

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::api::capi::IPAddressClaim;
-use crate::api::{GlobalInClusterIPPool, InClusterIPPool};
+use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use crate::index::{PoolKind, Trigger};
 
 use super::support::drain;
@@ -18,6 +18,8 @@ use super::support::drain;
 pub struct PoolRoutes {
     pub in_cluster: mpsc::UnboundedReceiver<ObjectRef<InClusterIPPool>>,
     pub global: mpsc::UnboundedReceiver<ObjectRef<GlobalInClusterIPPool>>,
+    pub in_cluster_prefix: mpsc::UnboundedReceiver<ObjectRef<InClusterPrefixPool>>,
+    pub global_prefix: mpsc::UnboundedReceiver<ObjectRef<GlobalInClusterPrefixPool>>,
 }
 
 /// Routes `triggers` to `claims` (of `claim_resource`) and to the pool controllers, until the
@@ -29,6 +31,8 @@ pub fn route(
 ) -> (PoolRoutes, impl Future<Output = ()> + Send) {
     let (in_cluster, in_cluster_rx) = mpsc::unbounded_channel();
     let (global, global_rx) = mpsc::unbounded_channel();
+    let (in_cluster_prefix, in_cluster_prefix_rx) = mpsc::unbounded_channel();
+    let (global_prefix, global_prefix_rx) = mpsc::unbounded_channel();
     // A send fails only while its controller shuts down.
     let router = drain(UnboundedReceiverStream::new(triggers).map(move |trigger| match trigger {
         Trigger::Claim(holder) => {
@@ -38,10 +42,22 @@ pub fn route(
             (PoolKind::InCluster, Some(ns)) => {
                 let _ = in_cluster.send(ObjectRef::new(&key.name).within(&ns));
             }
+            (PoolKind::InClusterPrefix, Some(ns)) => {
+                let _ = in_cluster_prefix.send(ObjectRef::new(&key.name).within(&ns));
+            }
+            (PoolKind::GlobalPrefix, _) => {
+                let _ = global_prefix.send(ObjectRef::new(&key.name));
+            }
             _ => {
                 let _ = global.send(ObjectRef::new(&key.name));
             }
         },
     }));
-    (PoolRoutes { in_cluster: in_cluster_rx, global: global_rx }, router)
+    let routes = PoolRoutes {
+        in_cluster: in_cluster_rx,
+        global: global_rx,
+        in_cluster_prefix: in_cluster_prefix_rx,
+        global_prefix: global_prefix_rx,
+    };
+    (routes, router)
 }

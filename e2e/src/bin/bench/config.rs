@@ -33,8 +33,56 @@ impl Subject {
     }
 }
 
+/// What the pools hand out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PoolKind {
+    /// `InClusterIPPool`s `pool-<i>` holding `10.<i>.0.0/16`: addresses.
+    Addresses,
+    /// `InClusterPrefixPool`s `pool-<i>` holding `fd00:<i>::/48`: /64 sub-prefixes.
+    Prefixes,
+}
+
+impl PoolKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolKind::Addresses => "addresses",
+            PoolKind::Prefixes => "prefixes",
+        }
+    }
+
+    /// The pool kind the claims name.
+    pub fn kind(self) -> &'static str {
+        match self {
+            PoolKind::Addresses => "InClusterIPPool",
+            PoolKind::Prefixes => "InClusterPrefixPool",
+        }
+    }
+
+    /// Pool `pool-<i>`'s spec.
+    pub fn spec(self, i: usize) -> serde_json::Value {
+        match self {
+            PoolKind::Addresses => {
+                serde_json::json!({"addresses": [format!("10.{i}.0.0/16")], "prefix": 16, "gateway": format!("10.{i}.0.1")})
+            }
+            PoolKind::Prefixes => {
+                serde_json::json!({"prefixes": [format!("fd00:{i:x}::/48")], "gateway": format!("fd00:{i:x}::1")})
+            }
+        }
+    }
+
+    fn parse(name: &str) -> Result<PoolKind> {
+        Ok(match name.trim() {
+            "addresses" => PoolKind::Addresses,
+            "prefixes" => PoolKind::Prefixes,
+            other => bail!("unknown pool kind {other:?}: addresses or prefixes"),
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// What the pools hand out, each a configuration of its own.
+    pub kinds: Vec<PoolKind>,
     /// Claims created at once per run.
     pub sizes: Vec<usize>,
     /// Over how many pools the claims are spread.
@@ -86,6 +134,7 @@ impl Config {
             );
         }
         Ok(Config {
+            kinds: list("BENCH_KINDS", "addresses,prefixes", PoolKind::parse)?,
             sizes: list("BENCH_N", sizes, parse_usize)?,
             pool_counts: list("BENCH_POOLS", "1,100", parse_usize)?,
             runs: number("BENCH_RUNS", runs)?,

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::config::Subject;
+use crate::config::{PoolKind, Subject};
 use crate::run::Duplicate;
 
 /// One failed measurement.
@@ -21,8 +21,16 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn of_run(subject: Subject, claims: usize, pools: usize, run: usize, error: &anyhow::Error) -> Failure {
-        Failure::new(format!("{} {claims} claims / {pools} pools, run {}", subject.name(), run + 1), error)
+    pub fn of_run(
+        subject: Subject,
+        kind: PoolKind,
+        claims: usize,
+        pools: usize,
+        run: usize,
+        error: &anyhow::Error,
+    ) -> Failure {
+        let what = format!("{} {claims} claims / {pools} pools of {}, run {}", subject.name(), kind.name(), run + 1);
+        Failure::new(what, error)
     }
 
     pub fn new(what: String, error: &anyhow::Error) -> Failure {
@@ -76,15 +84,22 @@ mod tests {
     #[test]
     fn a_duplicate_is_recognised_through_the_context_and_named_in_the_report() {
         let failures = [
-            Failure::of_run(Subject::FerroIpam, 200, 1, 0, &duplicate()),
-            Failure::of_run(Subject::InCluster, 200, 1, 1, &anyhow::anyhow!("150 of 200 claims addressed")),
+            Failure::of_run(Subject::FerroIpam, PoolKind::Addresses, 200, 1, 0, &duplicate()),
+            Failure::of_run(
+                Subject::InCluster,
+                PoolKind::Prefixes,
+                200,
+                1,
+                1,
+                &anyhow::anyhow!("150 of 200 claims addressed"),
+            ),
         ];
         assert!(failures[0].duplicate && !failures[1].duplicate);
         let report = markdown(&failures);
         assert!(report.starts_with("### FAILED: 2 run(s), 1 with an address handed out twice"), "{report}");
-        assert!(report.contains("| ferro-ipam 200 claims / 1 pools, run 1 | **DUPLICATE ADDRESS**: ferro-ipam with 200 claims: 10.0.0.7 handed out twice in pool pool-0 |"), "{report}");
+        assert!(report.contains("| ferro-ipam 200 claims / 1 pools of addresses, run 1 | **DUPLICATE ADDRESS**: ferro-ipam with 200 claims: 10.0.0.7 handed out twice in pool pool-0 |"), "{report}");
         assert!(
-            report.contains("| in-cluster 200 claims / 1 pools, run 2 | 150 of 200 claims addressed |"),
+            report.contains("| in-cluster 200 claims / 1 pools of prefixes, run 2 | 150 of 200 claims addressed |"),
             "{report}"
         );
     }

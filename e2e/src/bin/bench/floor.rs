@@ -1,17 +1,18 @@
 //! The floor: a plain client that makes ferro-ipam's writes for every claim (finalizer patch,
 //! `IPAddress` create, status patch, as `src/controller/claim/mod.rs` does) with no allocation
-//! logic (pool `pool-<i>` holds `10.<i>.0.0/16`; the k-th claim seen gets its k-th address).
+//! logic (pool `pool-<i>` holds `10.<i>.0.0/16`, or as a prefix pool `fd00:<i>::/48`; the k-th
+//! claim seen gets its k-th address, or /64).
 //! It runs as a process of its own (`ferro-ipam-bench floor ...`) so that its memory and CPU are
 //! measured like a provider's.
 
 use std::collections::{HashMap, HashSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use ferro_ipam::api::InClusterIPPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
+use ferro_ipam::api::{InClusterIPPool, InClusterPrefixPool};
 use ferro_ipam_e2e::objects::capi;
 use futures::StreamExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -35,13 +36,16 @@ pub async fn main(args: &[String]) -> Result<()> {
     let namespace = flag("--namespace")?;
     let concurrency: usize = flag("--concurrency")?.parse()?;
 
-    let pools: HashMap<String, String> = Api::<InClusterIPPool>::namespaced(client.clone(), &namespace)
+    let mut pools: HashMap<String, String> = Api::<InClusterIPPool>::namespaced(client.clone(), &namespace)
         .list(&ListParams::default())
         .await?
         .items
         .into_iter()
         .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
         .collect();
+    for pool in Api::<InClusterPrefixPool>::namespaced(client.clone(), &namespace).list(&ListParams::default()).await? {
+        pools.insert(pool.name_any(), pool.uid().unwrap_or_default());
+    }
     let pools = Arc::new(pools);
     let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), &namespace, &capi().claim_resource());
     let addresses: Api<IPAddress> = Api::namespaced_with(client.clone(), &namespace, &capi().address_resource());
@@ -68,7 +72,11 @@ pub async fn main(args: &[String]) -> Result<()> {
         let Some(index) = pool.strip_prefix("pool-").and_then(|i| i.parse::<u8>().ok()) else {
             bail!("claim {} names pool {pool:?}, not pool-<i>", claim.name_any());
         };
-        let ip = Ipv4Addr::new(10, index, (offset / 256) as u8, (offset % 256) as u8);
+        let ip = if claim.spec.pool_ref.kind == "InClusterPrefixPool" {
+            IpAddr::V6(Ipv6Addr::new(0xfd00, u16::from(index), 0, offset as u16, 0, 0, 0, 0))
+        } else {
+            IpAddr::V4(Ipv4Addr::new(10, index, (offset / 256) as u8, (offset % 256) as u8))
+        };
         let permit = slots.clone().acquire_owned().await?;
         let (claims, addresses, pools) = (claims.clone(), addresses.clone(), pools.clone());
         tokio::spawn(async move {
@@ -86,7 +94,7 @@ pub async fn fulfil(
     addresses: &Api<IPAddress>,
     pools: &HashMap<String, String>,
     claim: &IPAddressClaim,
-    ip: Ipv4Addr,
+    ip: IpAddr,
 ) -> Result<()> {
     let name = claim.name_any();
     if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
@@ -98,6 +106,11 @@ pub async fn fulfil(
     }
 
     let pool = &claim.spec.pool_ref.name;
+    let kind = &claim.spec.pool_ref.kind;
+    let (prefix, gateway) = match ip {
+        IpAddr::V4(v4) => (16, format!("10.{}.0.1", v4.octets()[1])),
+        IpAddr::V6(v6) => (64, format!("fd00:{:x}::1", v6.segments()[1])),
+    };
     let address: IPAddress = serde_json::from_value(json!({
         "apiVersion": capi().address_resource().api_version,
         "kind": "IPAddress",
@@ -107,16 +120,16 @@ pub async fn fulfil(
             "ownerReferences": [
                 {"apiVersion": capi().claim_resource().api_version, "kind": "IPAddressClaim", "name": name,
                  "uid": claim.uid().unwrap_or_default(), "controller": true, "blockOwnerDeletion": true},
-                {"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool", "name": pool,
+                {"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": kind, "name": pool,
                  "uid": pools.get(pool).cloned().unwrap_or_default(), "controller": false, "blockOwnerDeletion": true},
             ],
         },
         "spec": {
             "claimRef": {"name": name},
-            "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": pool},
+            "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": kind, "name": pool},
             "address": ip.to_string(),
-            "prefix": 16,
-            "gateway": format!("10.{}.0.1", ip.octets()[1]),
+            "prefix": prefix,
+            "gateway": gateway,
         },
     }))?;
     addresses.create(&PostParams::default(), &address).await?;

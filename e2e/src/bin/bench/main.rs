@@ -16,8 +16,21 @@ mod subject;
 
 use anyhow::Result;
 
-use config::Config;
+use config::{Config, PoolKind};
 use failures::Failure;
+
+/// Every configuration: pool kind, claims, pools.
+fn shapes(config: &Config) -> Vec<(PoolKind, usize, usize)> {
+    let mut all = Vec::new();
+    for &kind in &config.kinds {
+        for &claims in &config.sizes {
+            for &pools in &config.pool_counts {
+                all.push((kind, claims, pools));
+            }
+        }
+    }
+    all
+}
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
@@ -33,33 +46,32 @@ async fn main() -> Result<()> {
     // Runs are the outer loop: after the first pass every configuration has a result, and each
     // further pass adds to the medians. The start-up measurement comes after the first pass.
     for run in 0..config.runs {
-        for &claims in &config.sizes {
-            for &pools in &config.pool_counts {
-                for subject in config::order(&config.subjects, run) {
-                    eprintln!(
-                        "bench: {} with {claims} claims over {pools} pool(s), run {} ...",
-                        subject.name(),
-                        run + 1
-                    );
-                    match run::allocation(&config, subject, claims, pools, run).await {
-                        Ok(result) => {
-                            eprintln!(
-                                "bench:   {:.1} s ({:.1} s creating), {:.0} MiB peak, {:.1} s CPU, {:.2} requests per claim",
-                                result.seconds,
-                                result.create_seconds,
-                                result.peak_rss_mib,
-                                result.cpu_seconds,
-                                result.requests.values().sum::<f64>() / claims as f64
-                            );
-                            runs.push(result);
-                        }
-                        Err(error) => {
-                            eprintln!("bench:   FAILED: {error:#}");
-                            failed.push(Failure::of_run(subject, claims, pools, run, &error));
-                        }
+        for (kind, claims, pools) in shapes(&config) {
+            for subject in config::order(&config.subjects, run) {
+                eprintln!(
+                    "bench: {} with {claims} claims over {pools} pool(s) of {}, run {} ...",
+                    subject.name(),
+                    kind.name(),
+                    run + 1
+                );
+                match run::allocation(&config, subject, kind, claims, pools, run).await {
+                    Ok(result) => {
+                        eprintln!(
+                            "bench:   {:.1} s ({:.1} s creating), {:.0} MiB peak, {:.1} s CPU, {:.2} requests per claim",
+                            result.seconds,
+                            result.create_seconds,
+                            result.peak_rss_mib,
+                            result.cpu_seconds,
+                            result.requests.values().sum::<f64>() / claims as f64
+                        );
+                        runs.push(result);
                     }
-                    report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
+                    Err(error) => {
+                        eprintln!("bench:   FAILED: {error:#}");
+                        failed.push(Failure::of_run(subject, kind, claims, pools, run, &error));
+                    }
                 }
+                report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
             }
         }
         if run == 0 && config.startup_addresses > 0 {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::config::{Config, Subject};
+use crate::config::{Config, PoolKind, Subject};
 use crate::failures::{self, Failure};
 use crate::run::RunResult;
 use crate::startup::{FillResult, StartupResult};
@@ -59,12 +59,12 @@ fn figures(runs: &[&RunResult]) -> Figures {
     }
 }
 
-type Key = (usize, usize, Subject);
+type Key = (PoolKind, usize, usize, Subject);
 
 fn grouped(results: &[RunResult]) -> BTreeMap<Key, Figures> {
     let mut groups: BTreeMap<Key, Vec<&RunResult>> = BTreeMap::new();
     for r in results {
-        groups.entry((r.claims, r.pools, r.subject)).or_default().push(r);
+        groups.entry((r.kind, r.claims, r.pools, r.subject)).or_default().push(r);
     }
     groups.into_iter().map(|(k, v)| (k, figures(&v))).collect()
 }
@@ -89,22 +89,24 @@ pub fn markdown(
     startup: &[StartupResult],
 ) -> String {
     let groups = grouped(results);
-    let mut shapes: Vec<(usize, usize)> = groups.keys().map(|(n, p, _)| (*n, *p)).collect();
+    let mut shapes: Vec<(PoolKind, usize, usize)> = groups.keys().map(|(k, n, p, _)| (*k, *n, *p)).collect();
     shapes.dedup();
-    shapes.sort_by_key(|(n, p)| (*p, *n));
+    shapes.sort_by_key(|(k, n, p)| (*k, *p, *n));
     let mut out = failures::markdown(failed);
-    let get = |n, p, s| groups.get(&(n, p, s));
+    let get = |k, n, p, s| groups.get(&(k, n, p, s));
     let _ = writeln!(out, "### Time until every claim has its address, creating the claims included (median)\n");
     let _ = writeln!(
         out,
-        "| claims | pools | floor | ferro-ipam | in-cluster | ferro-ipam / floor | in-cluster / floor | in-cluster / ferro-ipam |"
+        "| pools of | claims | pools | floor | ferro-ipam | in-cluster | ferro-ipam / floor | in-cluster / floor | in-cluster / ferro-ipam |"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for &(n, p) in &shapes {
-        let (fl, fe, ic) = (get(n, p, Subject::Floor), get(n, p, Subject::FerroIpam), get(n, p, Subject::InCluster));
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &(k, n, p) in &shapes {
+        let (fl, fe, ic) =
+            (get(k, n, p, Subject::Floor), get(k, n, p, Subject::FerroIpam), get(k, n, p, Subject::InCluster));
         let _ = writeln!(
             out,
-            "| {n} | {p} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {n} | {p} | {} | {} | {} | {} | {} | {} |",
+            k.name(),
             seconds(fl),
             seconds(fe),
             seconds(ic),
@@ -116,15 +118,16 @@ pub fn markdown(
     let _ = writeln!(out, "\n### Per subject (medians; time range over the runs)\n");
     let _ = writeln!(
         out,
-        "| claims | pools | subject | runs | time (min-max) | creating | claims/s | peak RSS | CPU | API requests per claim |"
+        "| pools of | claims | pools | subject | runs | time (min-max) | creating | claims/s | peak RSS | CPU | API requests per claim |"
     );
-    let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
-    for &(n, p) in &shapes {
+    let _ = writeln!(out, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for &(k, n, p) in &shapes {
         for s in [Subject::Floor, Subject::FerroIpam, Subject::InCluster] {
-            if let Some(f) = get(n, p, s) {
+            if let Some(f) = get(k, n, p, s) {
                 let _ = writeln!(
                     out,
-                    "| {n} | {p} | {} | {} | {:.1} s ({:.1}-{:.1}) | {:.1} s | {:.0} | {:.0} MiB | {:.1} s | {:.2} |",
+                    "| {} | {n} | {p} | {} | {} | {:.1} s ({:.1}-{:.1}) | {:.1} s | {:.0} | {:.0} MiB | {:.1} s | {:.2} |",
+                    k.name(),
                     s.name(),
                     f.runs,
                     f.seconds,
@@ -139,26 +142,12 @@ pub fn markdown(
             }
         }
     }
-    if let Some(&(n, p)) = shapes.iter().max_by_key(|(n, p)| (*n, std::cmp::Reverse(*p))) {
-        let _ = writeln!(out, "\n### API requests per claim by verb and resource ({n} claims, {p} pool(s), median)\n");
-        let subjects = [Subject::Floor, Subject::FerroIpam, Subject::InCluster];
-        let mut keys: Vec<String> =
-            results.iter().filter(|r| r.claims == n && r.pools == p).flat_map(|r| r.requests.keys().cloned()).collect();
-        keys.sort();
-        keys.dedup();
-        let _ = writeln!(out, "| request | floor | ferro-ipam | in-cluster |");
-        let _ = writeln!(out, "|---|---:|---:|---:|");
-        for key in keys {
-            let cell = |s: Subject| {
-                let values: Vec<f64> = results
-                    .iter()
-                    .filter(|r| r.claims == n && r.pools == p && r.subject == s)
-                    .map(|r| r.requests.get(&key).copied().unwrap_or(0.0) / n as f64)
-                    .collect();
-                if values.is_empty() { "-".to_owned() } else { format!("{:.3}", median(values)) }
-            };
-            let _ =
-                writeln!(out, "| `{key}` | {} | {} | {} |", cell(subjects[0]), cell(subjects[1]), cell(subjects[2]));
+    let mut kinds: Vec<PoolKind> = shapes.iter().map(|(k, _, _)| *k).collect();
+    kinds.dedup();
+    for kind in kinds {
+        let largest = shapes.iter().filter(|(k, _, _)| *k == kind).max_by_key(|(_, n, p)| (*n, std::cmp::Reverse(*p)));
+        if let Some(&(_, n, p)) = largest {
+            requests_table(&mut out, results, kind, n, p);
         }
     }
     if !startup.is_empty() {
@@ -194,6 +183,39 @@ pub fn markdown(
         }
     }
     out
+}
+
+/// API requests per claim by verb and resource, for one configuration.
+fn requests_table(out: &mut String, results: &[RunResult], kind: PoolKind, n: usize, p: usize) {
+    let _ = writeln!(
+        out,
+        "\n### API requests per claim by verb and resource ({n} claims, {p} pool(s) of {}, median)\n",
+        kind.name()
+    );
+    let these = |r: &&RunResult| r.kind == kind && r.claims == n && r.pools == p;
+    let mut keys: Vec<String> = results.iter().filter(these).flat_map(|r| r.requests.keys().cloned()).collect();
+    keys.sort();
+    keys.dedup();
+    let _ = writeln!(out, "| request | floor | ferro-ipam | in-cluster |");
+    let _ = writeln!(out, "|---|---:|---:|---:|");
+    for key in keys {
+        let cell = |s: Subject| {
+            let values: Vec<f64> = results
+                .iter()
+                .filter(these)
+                .filter(|r| r.subject == s)
+                .map(|r| r.requests.get(&key).copied().unwrap_or(0.0) / n as f64)
+                .collect();
+            if values.is_empty() { "-".to_owned() } else { format!("{:.3}", median(values)) }
+        };
+        let _ = writeln!(
+            out,
+            "| `{key}` | {} | {} | {} |",
+            cell(Subject::Floor),
+            cell(Subject::FerroIpam),
+            cell(Subject::InCluster)
+        );
+    }
 }
 
 /// The machine and versions, for the report.
@@ -240,6 +262,7 @@ mod tests {
     fn result(subject: Subject, seconds: f64, create_seconds: f64) -> RunResult {
         RunResult {
             subject,
+            kind: PoolKind::Addresses,
             claims: 200,
             pools: 1,
             run: 0,
@@ -260,10 +283,13 @@ mod tests {
         let report = markdown(&runs, &failed, None, &[]);
         assert!(report.starts_with("### FAILED: 1 run(s)"), "{report}");
         assert!(
-            report.contains("| 200 | 1 | 5.0 s (3.9 s creating) | 10.0 s (4.0 s creating) | - | 2.00 |"),
+            report.contains("| addresses | 200 | 1 | 5.0 s (3.9 s creating) | 10.0 s (4.0 s creating) | - | 2.00 |"),
             "{report}"
         );
-        assert!(report.contains("| 200 | 1 | ferro-ipam | 1 | 10.0 s (10.0-10.0) | 4.0 s | 20 |"), "{report}");
+        assert!(
+            report.contains("| addresses | 200 | 1 | ferro-ipam | 1 | 10.0 s (10.0-10.0) | 4.0 s | 20 |"),
+            "{report}"
+        );
         assert!(!markdown(&runs, &[], None, &[]).contains("FAILED"));
     }
 }

@@ -5,21 +5,21 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
-use ferro_ipam::api::InClusterIPPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::keys::PROTECT_POOL_FINALIZER;
 use ferro_ipam_e2e::objects::capi;
 use ferro_ipam_e2e::{ControlPlane, peer};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::config::{Config, Subject};
+use crate::config::{Config, PoolKind, Subject};
 use crate::measure::{ProcStats, RequestCounts, quiescent};
 use crate::subject::{NAMESPACE, Running};
 
@@ -27,6 +27,7 @@ use crate::subject::{NAMESPACE, Running};
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
     pub subject: Subject,
+    pub kind: PoolKind,
     pub claims: usize,
     pub pools: usize,
     pub run: usize,
@@ -53,6 +54,12 @@ pub fn load_average() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+impl Serialize for PoolKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl Serialize for Subject {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
@@ -73,18 +80,24 @@ pub async fn fresh_plane() -> Result<(ControlPlane, Client)> {
     Ok((plane, client))
 }
 
-/// `count` pools `pool-<i>` holding `10.<i>.0.0/16`.
-pub async fn create_pools(client: &Client, count: usize) -> Result<()> {
+/// The API of the pools of `kind` in the benchmark's namespace.
+fn pools_api(client: &Client, kind: PoolKind) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("ipam.cluster.x-k8s.io", "v1alpha2", kind.kind());
+    Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::from_gvk(&gvk))
+}
+
+/// `count` pools `pool-<i>` of `kind` (see [`PoolKind::spec`]).
+pub async fn create_pools(client: &Client, kind: PoolKind, count: usize) -> Result<()> {
     ensure!(count <= 256, "at most 256 pools");
-    let api: Api<InClusterIPPool> = Api::namespaced(client.clone(), NAMESPACE);
+    let api = pools_api(client, kind);
     futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
             async move {
-                let pool: InClusterIPPool = serde_json::from_value(json!({
-                    "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+                let pool: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": kind.kind(),
                     "metadata": {"name": format!("pool-{i}")},
-                    "spec": {"addresses": [format!("10.{i}.0.0/16")], "prefix": 16, "gateway": format!("10.{i}.0.1")},
+                    "spec": kind.spec(i),
                 }))?;
                 api.create(&PostParams::default(), &pool).await.map(drop).map_err(anyhow::Error::from)
             }
@@ -99,8 +112,8 @@ pub async fn create_pools(client: &Client, count: usize) -> Result<()> {
 /// before they allocate from a pool (ferro-ipam waits for it). A pool still unprotected after
 /// 10 s is touched (an annotation) once, so that its controller sees an event; returns how many
 /// pools needed that (a provider that misses pools existing at its start shows up here).
-pub async fn wait_pools_protected(client: &Client, count: usize, timeout: Duration) -> Result<usize> {
-    let api: Api<InClusterIPPool> = Api::namespaced(client.clone(), NAMESPACE);
+pub async fn wait_pools_protected(client: &Client, kind: PoolKind, count: usize, timeout: Duration) -> Result<usize> {
+    let api = pools_api(client, kind);
     let started = Instant::now();
     let mut touched = 0;
     loop {
@@ -156,10 +169,11 @@ pub async fn watch_addressed(client: &Client) -> Result<watch::Receiver<usize>> 
     Ok(rx)
 }
 
-/// Creates claims `<prefix>-<k>` for k in `range`, claim k on pool `pool-<k % pools>`, with
-/// `concurrency` creates in flight.
+/// Creates claims `<prefix>-<k>` for k in `range`, claim k on pool `pool-<k % pools>` of `kind`,
+/// with `concurrency` creates in flight.
 pub async fn create_claims(
     client: &Client,
+    kind: PoolKind,
     prefix: &str,
     range: std::ops::Range<usize>,
     pools: usize,
@@ -173,7 +187,7 @@ pub async fn create_claims(
                 let claim: IPAddressClaim = serde_json::from_value(json!({
                     "apiVersion": capi().claim_resource().api_version, "kind": "IPAddressClaim",
                     "metadata": {"name": format!("{prefix}-{k}")},
-                    "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool",
+                    "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": kind.kind(),
                                          "name": format!("pool-{}", k % pools)}},
                 }))?;
                 api.create(&PostParams::default(), &claim).await.map(drop).map_err(anyhow::Error::from)
@@ -220,18 +234,31 @@ pub async fn check_unique(client: &Client, expected: usize) -> Result<()> {
 pub async fn allocation(
     config: &Config,
     subject: Subject,
+    kind: PoolKind,
     claims: usize,
     pools: usize,
     run: usize,
 ) -> Result<RunResult> {
     let (plane, client) = fresh_plane().await?;
-    let outcome = measure_allocation(config, &plane, &client, subject, claims, pools, run).await;
+    let shape = Shape { subject, kind, claims, pools, run };
+    let outcome = measure_allocation(config, &plane, &client, shape).await;
+    let name = format!("{}-{}-{claims}-{pools}-{run}", subject.name(), kind.name());
     if outcome.is_err() {
-        keep_logs(config, &plane, &format!("failed-{}-{claims}-{pools}-{run}", subject.name()));
+        keep_logs(config, &plane, &format!("failed-{name}"));
     } else if std::env::var("BENCH_KEEP_LOGS").is_ok_and(|v| v == "1") {
-        keep_logs(config, &plane, &format!("logs-{}-{claims}-{pools}-{run}", subject.name()));
+        keep_logs(config, &plane, &format!("logs-{name}"));
     }
     outcome
+}
+
+/// What one run measures.
+#[derive(Clone, Copy)]
+struct Shape {
+    subject: Subject,
+    kind: PoolKind,
+    claims: usize,
+    pools: usize,
+    run: usize,
 }
 
 /// Copies the logs of a control plane (and of the processes run against it) into the output
@@ -247,25 +274,18 @@ pub fn keep_logs(config: &Config, plane: &ControlPlane, name: &str) {
     eprintln!("bench:   logs kept in {}", target.display());
 }
 
-async fn measure_allocation(
-    config: &Config,
-    plane: &ControlPlane,
-    client: &Client,
-    subject: Subject,
-    claims: usize,
-    pools: usize,
-    run: usize,
-) -> Result<RunResult> {
-    create_pools(client, pools).await?;
+async fn measure_allocation(config: &Config, plane: &ControlPlane, client: &Client, shape: Shape) -> Result<RunResult> {
+    let Shape { subject, kind, claims, pools, run } = shape;
+    create_pools(client, kind, pools).await?;
     let mut running = Running::launch(config, plane, subject)?;
     tokio::task::block_in_place(|| running.wait_ready(Duration::from_secs(120)))?;
     let pools_touched = match subject {
         Subject::Floor => 0,
-        _ => wait_pools_protected(client, pools, Duration::from_secs(60)).await?,
+        _ => wait_pools_protected(client, kind, pools, Duration::from_secs(60)).await?,
     };
     let mut addressed = watch_addressed(client).await?;
     // One claim through the whole path first, so that no run pays for cold connections.
-    create_claims(client, "warmup", 0..1, pools, 1).await?;
+    create_claims(client, kind, "warmup", 0..1, pools, 1).await?;
     let warm = tokio::time::timeout(Duration::from_secs(120), addressed.wait_for(|n| *n >= 1)).await.is_ok();
     ensure!(warm, "{}: the warm-up claim got no address:\n{}", subject.name(), running.process().tail(20));
     let requests_before = RequestCounts::scrape(client).await?;
@@ -273,7 +293,7 @@ async fn measure_allocation(
     let load_before = load_average();
 
     let started = Instant::now();
-    create_claims(client, "claim", 0..claims, pools, config.create_concurrency).await?;
+    create_claims(client, kind, "claim", 0..claims, pools, config.create_concurrency).await?;
     let create_seconds = started.elapsed().as_secs_f64();
     let done = tokio::time::timeout(config.timeout, addressed.wait_for(|n| *n > claims)).await.is_ok();
     let seconds = started.elapsed().as_secs_f64();
@@ -311,6 +331,7 @@ async fn measure_allocation(
     let requests = requests_after.since(&requests_before).without("POST ipaddressclaims", claims as f64);
     Ok(RunResult {
         subject,
+        kind,
         claims,
         pools,
         run,

@@ -18,7 +18,7 @@ use kube::{Client, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::config::{Config, Subject};
+use crate::config::{Config, PoolKind, Subject};
 use crate::measure::{RequestCounts, quiescent};
 use crate::run::{create_claims, create_pools, fresh_plane, wait_pools_protected};
 use crate::subject::{NAMESPACE, Running};
@@ -75,7 +75,7 @@ async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillR
                 }))?;
                 let claim = claims.create(&PostParams::default(), &claim).await?;
                 let ip = Ipv4Addr::new(10, pool as u8, (offset / 256) as u8, (offset % 256) as u8);
-                crate::floor::fulfil(claims, addresses, pools, &claim, ip).await
+                crate::floor::fulfil(claims, addresses, pools, &claim, ip.into()).await
             }
         })
         .buffer_unordered(concurrency)
@@ -87,7 +87,7 @@ async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillR
 pub async fn measure(config: &Config) -> Result<(FillResult, Vec<StartupResult>)> {
     let total = config.startup_addresses;
     let (plane, client) = fresh_plane().await?;
-    create_pools(&client, POOLS).await?;
+    create_pools(&client, PoolKind::Addresses, POOLS).await?;
 
     eprintln!("bench: filling the cluster with {total} claims, addresses and statuses (written directly)");
     let fill = fill(&client, total, config.create_concurrency.max(100)).await?;
@@ -96,7 +96,7 @@ pub async fn measure(config: &Config) -> Result<(FillResult, Vec<StartupResult>)
     // cluster as a provider left it.
     let mut settler = Running::launch(config, &plane, Subject::FerroIpam)?;
     tokio::task::block_in_place(|| settler.wait_ready(config.timeout))?;
-    wait_pools_protected(&client, POOLS, Duration::from_secs(120)).await?;
+    wait_pools_protected(&client, PoolKind::Addresses, POOLS, Duration::from_secs(120)).await?;
     quiescent(&client, Duration::from_secs(300)).await?;
     settler.stop();
 
@@ -110,7 +110,7 @@ pub async fn measure(config: &Config) -> Result<(FillResult, Vec<StartupResult>)
             let mut running = Running::launch(config, &plane, subject)?;
             tokio::task::block_in_place(|| running.wait_ready(config.timeout))?;
             let ready_seconds = started.elapsed().as_secs_f64();
-            create_claims(&client, &probe, 0..1, POOLS, 1).await?;
+            create_claims(&client, PoolKind::Addresses, &probe, 0..1, POOLS, 1).await?;
             let name = format!("{probe}-0");
             let served = tokio::time::timeout(config.timeout, async {
                 loop {

@@ -168,10 +168,11 @@ async fn address_by_hand(s: &Scope, name: &str, ip: &str) {
     .unwrap();
 }
 
-/// Pools, claims (one adopting an existing IPAddress, one waiting on a full pool), a Cluster,
-/// release, Events, and the pools deleted at the end.
+/// Pools of all four kinds, claims (one adopting an existing IPAddress, one waiting on a full
+/// pool), a Cluster, release, Events, and the pools deleted at the end.
 async fn full_scenario(s: &Scope) {
     let global = s.global_name("global");
+    let global_prefixes = s.global_name("global-prefixes");
     s.cluster("wl", false).await.unwrap();
     s.pool("nodes", json!({"addresses": ["10.60.0.10-10.60.0.12"], "prefix": 24, "gateway": "10.60.0.1"}))
         .await
@@ -192,7 +193,11 @@ async fn full_scenario(s: &Scope) {
     }
     s.claim("adopted", "InClusterIPPool", "nodes").await.unwrap();
     s.claim("g0", "GlobalInClusterIPPool", &global).await.unwrap();
-    for claim in ["c0", "c1", "adopted", "g0"] {
+    s.prefix_pool("delegated", json!({"prefixes": ["fd60::/63"], "gateway": "fd60::1"})).await.unwrap();
+    s.global_prefix_pool(&global_prefixes, json!({"prefixes": ["fd61::/64"]})).await.unwrap();
+    s.claim("p0", "InClusterPrefixPool", "delegated").await.unwrap();
+    s.claim("gp0", "GlobalInClusterPrefixPool", &global_prefixes).await.unwrap();
+    for claim in ["c0", "c1", "adopted", "g0", "p0", "gp0"] {
         s.wait_allocated(claim, PROMPTLY).await.unwrap();
     }
     assert_eq!(s.addresses().get("adopted").await.unwrap().spec.address, "10.60.0.12");
@@ -218,7 +223,7 @@ async fn full_scenario(s: &Scope) {
     .await
     .unwrap();
 
-    for claim in ["c1", "c2", "adopted", "g0"] {
+    for claim in ["c1", "c2", "adopted", "g0", "p0", "gp0"] {
         s.delete_claim(claim).await.unwrap();
     }
     s.eventually("every address is released", PROMPTLY, || async {
@@ -228,9 +233,13 @@ async fn full_scenario(s: &Scope) {
     .unwrap();
     s.pools().delete("nodes", &DeleteParams::default()).await.unwrap();
     s.global_pools().delete(&global, &DeleteParams::default()).await.unwrap();
-    s.eventually("both pools are gone", PROMPTLY, || async {
+    s.prefix_pools().delete("delegated", &DeleteParams::default()).await.unwrap();
+    s.global_prefix_pools().delete(&global_prefixes, &DeleteParams::default()).await.unwrap();
+    s.eventually("every pool is gone", PROMPTLY, || async {
         s.pools().get_opt("nodes").await.unwrap().is_none()
             && s.global_pools().get_opt(&global).await.unwrap().is_none()
+            && s.prefix_pools().get_opt("delegated").await.unwrap().is_none()
+            && s.global_prefix_pools().get_opt(&global_prefixes).await.unwrap().is_none()
     })
     .await
     .unwrap();
