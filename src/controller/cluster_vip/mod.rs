@@ -2,6 +2,8 @@
 //! with no `spec.controlPlaneEndpoint.host` gets an `IPAddressClaim` for "a VIP", owned by the
 //! Cluster; its address becomes the endpoint. Load -> plan (pure, `plan.rs`) -> one write.
 
+#[cfg(test)]
+mod api_tests;
 mod plan;
 
 use std::net::IpAddr;

@@ -1,0 +1,120 @@
+//! The control-plane VIP reconcile against a scripted API server: the VIP claim asked for, the
+//! endpoint written from its address, and the claim released with its Cluster.
+
+use std::sync::Arc;
+
+use http::Method;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+
+use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
+use crate::api::keys::{CONTROL_PLANE_VIP_FINALIZER, CONTROL_PLANE_VIP_LABEL};
+use crate::controller::claim::fixtures;
+use crate::controller::mock_api::{Expect, MockApi, World, path};
+
+const IPAM: &str = "ipam.cluster.x-k8s.io/v1beta2";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
+
+/// The Cluster `ns/wl`, asking for a VIP on port 6443, with our finalizer.
+fn opted_in() -> Cluster {
+    let mut cluster = fixtures::cluster("wl");
+    cluster.metadata.uid = Some("wl-uid".into());
+    cluster.metadata.resource_version = Some("5".into());
+    cluster.labels_mut().insert(CONTROL_PLANE_VIP_LABEL.into(), "true".into());
+    cluster.metadata.finalizers = Some(vec![CONTROL_PLANE_VIP_FINALIZER.into()]);
+    cluster
+}
+
+/// The Cluster's VIP claim as the watch shows it, served with `IPAddress` `wl-control-plane-vip`.
+fn vip_claim() -> IPAddressClaim {
+    let mut claim = fixtures::claim(&super::claim_name("wl"), "cluster-api-vips");
+    claim.labels_mut().insert(super::ROLE_LABEL.into(), super::ROLE.into());
+    claim.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "wl", "uid": "wl-uid", "controller": true
+    }))
+    .unwrap()]);
+    claim.status = serde_json::from_value(json!({"addressRef": {"name": super::claim_name("wl")}})).unwrap();
+    claim
+}
+
+fn vip_address(ip: &str) -> IPAddress {
+    serde_json::from_value(json!({
+        "apiVersion": IPAM, "kind": "IPAddress",
+        "metadata": {"name": super::claim_name("wl"), "namespace": "ns"},
+        "spec": {"claimRef": {"name": super::claim_name("wl")},
+                 "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "GlobalInClusterIPPool", "name": "cluster-api-vips"},
+                 "address": ip, "prefix": 24}
+    }))
+    .unwrap()
+}
+
+fn check(condition: bool, problem: &str) -> Result<(), String> {
+    if condition { Ok(()) } else { Err(problem.to_owned()) }
+}
+
+fn event(reason: &'static str) -> Expect {
+    Expect::new(Method::POST, EVENTS)
+        .body(move |body: &Value| check(body["reason"] == reason, "not the expected Event"))
+        .answer(201, json!({}))
+}
+
+#[tokio::test]
+async fn an_opted_in_cluster_without_a_claim_asks_for_one_from_the_vip_pools() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::POST, path(IPAM, "ns", "ipaddressclaims", None))
+            .body(|body| {
+                check(body["metadata"]["name"] == "wl-control-plane-vip", "not the VIP claim's name")?;
+                check(body["metadata"]["labels"][super::ROLE_LABEL] == super::ROLE, "no role label")?;
+                check(body["metadata"]["ownerReferences"][0]["uid"] == "wl-uid", "the Cluster does not own it")?;
+                let pool = &body["spec"]["poolRef"];
+                check(
+                    pool["kind"] == "GlobalInClusterIPPool" && pool["name"] == "cluster-api-vips",
+                    "not the VIP pools",
+                )?;
+                check(body["spec"]["clusterName"] == "wl", "the claim does not name its Cluster")
+            })
+            .answer(201, serde_json::to_value(vip_claim()).unwrap()),
+    ]);
+    let world = World::new(client);
+
+    super::reconcile(Arc::new(opted_in()), world.ctx.clone()).await.expect("asked");
+    api.finish();
+}
+
+#[tokio::test]
+async fn the_claims_address_becomes_the_endpoint_guarded_by_the_clusters_version() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::PATCH, path("cluster.x-k8s.io/v1beta2", "ns", "clusters", Some("wl")))
+            .body(|body| {
+                let endpoint = &body["spec"]["controlPlaneEndpoint"];
+                check(endpoint["host"] == "10.0.0.5" && endpoint["port"] == 6443, "not the VIP and port")?;
+                check(body["metadata"]["resourceVersion"] == "5", "not guarded by the version acted on")
+            })
+            .answer(200, serde_json::to_value(opted_in()).unwrap()),
+        event("ControlPlaneVIPAssigned"),
+    ]);
+    let mut world = World::new(client);
+    world.claims.apply_watcher_event(&Event::Apply(vip_claim()));
+    world.addresses.apply_watcher_event(&Event::Apply(vip_address("10.0.0.5")));
+
+    super::reconcile(Arc::new(opted_in()), world.ctx.clone()).await.expect("written");
+    api.finish();
+}
+
+#[tokio::test]
+async fn a_deleted_cluster_releases_its_vip_claim_tolerating_a_404() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::DELETE, path(IPAM, "ns", "ipaddressclaims", Some("wl-control-plane-vip")))
+            .refuse(404, "NotFound"),
+        event("ControlPlaneVIPReleased"),
+    ]);
+    let mut world = World::new(client);
+    world.claims.apply_watcher_event(&Event::Apply(vip_claim()));
+    let mut cluster = opted_in();
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+
+    super::reconcile(Arc::new(cluster), world.ctx.clone()).await.expect("released");
+    api.finish();
+}
