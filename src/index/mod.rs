@@ -10,6 +10,7 @@ mod entry;
 mod keys;
 mod registry;
 mod report;
+mod spans;
 mod spec;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -61,6 +62,8 @@ pub struct Index {
     ready: Arc<watch::Sender<bool>>,
     /// Purpose claims that found no pool with room: any pool change may be the one they need.
     purpose_waiters: Arc<Mutex<HashSet<HolderKey>>>,
+    /// Every pool's allocatable ranges, for overlap checks that lock no other pool.
+    spans: Arc<RwLock<spans::Spans>>,
     /// The time sticky addresses are remembered by: the API server's, not the local clock.
     clock: Clock,
 }
@@ -93,6 +96,7 @@ impl Index {
             triggers,
             ready: Arc::new(ready),
             purpose_waiters: Arc::default(),
+            spans: Arc::default(),
             clock,
         };
         (index, receiver)
@@ -182,6 +186,9 @@ impl Index {
             }
         }
         let applied = slot.apply(spec, facts);
+        if applied.spec_changed {
+            self.spans.write().unwrap_or_else(PoisonError::into_inner).set(key, slot.ranges());
+        }
         if applied.spec_changed || applied.facts_changed {
             self.wake_purpose_waiters();
             self.wake_waiting(&mut slot);
@@ -201,6 +208,7 @@ impl Index {
         if let Some(slot) = self.existing_slot(key) {
             let mut slot = lock(&slot);
             slot.delete();
+            self.spans.write().unwrap_or_else(PoisonError::into_inner).remove(key);
             self.wake_waiting(&mut slot);
         }
         self.prune(key);
@@ -424,37 +432,9 @@ impl Index {
         let Some(slot) = self.existing_slot(pool) else {
             return PoolReport::default();
         };
-        let (mut report, ranges) = {
-            let slot = lock(&slot);
-            (PoolReport::of(&slot), slot.ranges())
-        };
-        report.overlaps = self.overlapping(pool, &ranges);
+        let mut report = PoolReport::of(&lock(&slot));
+        report.overlaps = self.spans.read().unwrap_or_else(PoisonError::into_inner).overlapping(pool);
         report
-    }
-
-    /// Pools sharing `pool`'s address space whose allocatable ranges intersect `ranges`.
-    fn overlapping(&self, pool: &PoolKey, ranges: &[(IpAddr, IpAddr)]) -> Vec<PoolKey> {
-        if ranges.is_empty() {
-            return Vec::new();
-        }
-        let others: Vec<(PoolKey, Arc<Mutex<Slot>>)> = self
-            .pools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|(key, _)| share_addresses(key, pool))
-            .map(|(key, slot)| (key.clone(), slot.clone()))
-            .collect();
-        let mut found: Vec<PoolKey> = others
-            .into_iter()
-            .filter(|(_, slot)| {
-                let theirs = lock(slot).ranges();
-                ranges.iter().any(|(a, b)| theirs.iter().any(|(c, d)| a <= d && c <= b))
-            })
-            .map(|(key, _)| key)
-            .collect();
-        found.sort();
-        found
     }
 }
 

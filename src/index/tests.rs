@@ -195,3 +195,17 @@ fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_neigh
     woken.sort();
     assert_eq!(woken, ["p0", "p1", "p2"], "an edit that may overlap the neighbours wakes them and itself");
 }
+
+#[test]
+fn a_pools_report_names_the_pools_it_overlaps_until_they_go() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let (a, b, far) =
+        (PoolKey::in_cluster("ns", "a"), PoolKey::in_cluster("ns", "b"), PoolKey::in_cluster("ns", "far"));
+    index.upsert_pool(&a, &spec(&["10.0.0.1-10.0.0.20"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&b, &spec(&["10.0.0.10-10.0.0.30"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&far, &spec(&["10.9.0.1-10.9.0.9"]), PoolFacts::default(), &[]);
+    assert_eq!(index.report(&a).overlaps, vec![b.clone()]);
+    assert!(index.report(&far).overlaps.is_empty());
+    index.remove_pool(&b);
+    assert!(index.report(&a).overlaps.is_empty(), "a deleted pool overlaps nothing");
+}
