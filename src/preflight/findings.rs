@@ -183,9 +183,6 @@ pub struct PrefixPools {
     pub served: bool,
     pub in_cluster: usize,
     pub global: usize,
-    /// Whether they are served at `v1alpha2`, the version ferro-ipam reads them at.
-    #[serde(skip)]
-    pub served_v1alpha2: bool,
 }
 
 impl Findings {

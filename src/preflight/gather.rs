@@ -74,6 +74,15 @@ async fn read_all<K: DeserializeOwned>(
     unreadable: &mut Vec<Unreadable>,
 ) -> anyhow::Result<Vec<K>> {
     let objects = list_all(client, resource).await.map_err(|error| explain(error, resource))?;
+    Ok(typed(objects, resource, unreadable))
+}
+
+/// Reads listed objects as `K`; objects that do not read go to `unreadable`.
+fn typed<K: DeserializeOwned>(
+    objects: Vec<DynamicObject>,
+    resource: &ApiResource,
+    unreadable: &mut Vec<Unreadable>,
+) -> Vec<K> {
     let mut read = Vec::with_capacity(objects.len());
     for object in objects {
         let name = match object.namespace() {
@@ -87,7 +96,7 @@ async fn read_all<K: DeserializeOwned>(
             }
         }
     }
-    Ok(read)
+    read
 }
 
 /// A failed list, in words that say what to fix.
@@ -104,26 +113,51 @@ fn explain(error: kube::Error, resource: &ApiResource) -> anyhow::Error {
     }
 }
 
-/// The prefix-pool kinds the API server serves in the IPAM group, counted.
-async fn prefix_pools(client: &Client) -> anyhow::Result<PrefixPools> {
+/// The prefix pools of the cluster: their kinds counted, and read as ferro-ipam reads them when
+/// their CRD serves `v1alpha2` (each kind listed once).
+struct Prefixes {
+    counted: PrefixPools,
+    in_cluster: Vec<InClusterPrefixPool>,
+    global: Vec<GlobalInClusterPrefixPool>,
+}
+
+/// One prefix-pool kind: how many objects it has, and those objects read as `K` when it is
+/// served at `v1alpha2`. None when the API server serves the kind at no version.
+async fn prefix_kind<K: DeserializeOwned>(
+    client: &Client,
+    group: &kube::discovery::ApiGroup,
+    kind: &str,
+    unreadable: &mut Vec<Unreadable>,
+) -> anyhow::Result<Option<(usize, Vec<K>)>> {
+    // Any version that serves the kind: the group's preferred one is the claims' (v1beta2).
+    let served = group.versions().find_map(|version| {
+        group.versioned_resources(version).into_iter().map(|(resource, _)| resource).find(|r| r.kind == kind)
+    });
+    let Some(resource) = served else {
+        return Ok(None);
+    };
+    let objects = list_all(client, &resource).await.map_err(|error| explain(error, &resource))?;
+    let count = objects.len();
+    let read = if resource.version == "v1alpha2" { typed(objects, &resource, unreadable) } else { Vec::new() };
+    Ok(Some((count, read)))
+}
+
+async fn prefix_pools(client: &Client, unreadable: &mut Vec<Unreadable>) -> anyhow::Result<Prefixes> {
     let group = kube::discovery::group(client, IPAM_GROUP)
         .await
         .with_context(|| format!("discovering API group {IPAM_GROUP}"))?;
-    let mut found = PrefixPools::default();
-    for (kind, count) in
-        [("InClusterPrefixPool", &mut found.in_cluster), ("GlobalInClusterPrefixPool", &mut found.global)]
-    {
-        // Any version that serves the kind: the group's preferred one is the claims' (v1beta2).
-        let served = group.versions().find_map(|version| {
-            group.versioned_resources(version).into_iter().map(|(resource, _)| resource).find(|r| r.kind == kind)
-        });
-        if let Some(resource) = served {
-            found.served = true;
-            found.served_v1alpha2 |= resource.version == "v1alpha2";
-            *count = list_all(client, &resource).await.map_err(|error| explain(error, &resource))?.len();
-        }
-    }
-    Ok(found)
+    let in_cluster = prefix_kind(client, &group, "InClusterPrefixPool", unreadable).await?;
+    let global = prefix_kind(client, &group, "GlobalInClusterPrefixPool", unreadable).await?;
+    let counted = PrefixPools {
+        served: in_cluster.is_some() || global.is_some(),
+        in_cluster: in_cluster.as_ref().map_or(0, |(count, _)| *count),
+        global: global.as_ref().map_or(0, |(count, _)| *count),
+    };
+    Ok(Prefixes {
+        counted,
+        in_cluster: in_cluster.map(|(_, read)| read).unwrap_or_default(),
+        global: global.map(|(_, read)| read).unwrap_or_default(),
+    })
 }
 
 /// Reads pools, addresses, claims, Clusters and prefix pools, in all namespaces.
@@ -140,25 +174,17 @@ pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
         Some(version) => Some(read_all(client, &version.cluster_resource(), &mut unreadable).await?),
         None => None,
     };
-    let prefix_pools = prefix_pools(client).await?;
-    // Prefix pools that ferro-ipam would serve: those stored under a CRD serving v1alpha2.
-    let (in_cluster_prefix_pools, global_prefix_pools) = if prefix_pools.served_v1alpha2 {
-        let in_cluster = ApiResource::erase::<InClusterPrefixPool>(&());
-        let global = ApiResource::erase::<GlobalInClusterPrefixPool>(&());
-        (read_all(client, &in_cluster, &mut unreadable).await?, read_all(client, &global, &mut unreadable).await?)
-    } else {
-        (Vec::new(), Vec::new())
-    };
+    let prefixes = prefix_pools(client, &mut unreadable).await?;
     Ok(Inventory {
         capi: served.ipam,
         in_cluster_pools,
         global_pools,
-        in_cluster_prefix_pools,
-        global_prefix_pools,
+        in_cluster_prefix_pools: prefixes.in_cluster,
+        global_prefix_pools: prefixes.global,
         addresses,
         claims,
         clusters,
-        prefix_pools,
+        prefix_pools: prefixes.counted,
         unreadable,
     })
 }

@@ -221,10 +221,10 @@ fn features_in_use_are_counted() {
     let global = GlobalInClusterIPPool::new("g", small_pool("g").spec);
     let mut inv = inventory(vec![labelled, dual], vec![], vec![claim("vip", "cluster-api-vips")]);
     inv.global_pools = vec![global];
-    inv.prefix_pools = PrefixPools { served: true, in_cluster: 2, global: 1, served_v1alpha2: false };
+    inv.prefix_pools = PrefixPools { served: true, in_cluster: 2, global: 1 };
     let f = findings(&inv);
     assert_eq!((f.features.dual_stack_pools, f.features.purpose_pools, f.features.purpose_claims), (1, 1, 1));
-    assert_eq!(f.features.prefix_pools, PrefixPools { served: true, in_cluster: 2, global: 1, served_v1alpha2: false });
+    assert_eq!(f.features.prefix_pools, PrefixPools { served: true, in_cluster: 2, global: 1 });
     assert_eq!(f.summary.pools, 3);
     assert_eq!(f.to_allocate[0].pool, None, "a purpose claim's pool is chosen when ferro-ipam runs");
 }
