@@ -129,17 +129,21 @@ impl Index {
         }
     }
 
-    fn trigger_neighbours(&self, key: &PoolKey) {
-        let neighbours: Vec<PoolKey> = self
-            .pools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .filter(|k| share_addresses(k, key))
-            .cloned()
-            .collect();
-        for neighbour in neighbours {
-            self.trigger(Trigger::Pool(neighbour));
+    /// Records a pool's new allocatable ranges and returns the pools whose overlap with it may
+    /// have changed: those it overlapped before the change and those it overlaps after.
+    fn respan(&self, key: &PoolKey, ranges: Vec<(IpAddr, IpAddr)>) -> Vec<PoolKey> {
+        let mut spans = self.spans.write().unwrap_or_else(PoisonError::into_inner);
+        let mut touched = spans.overlapping(key);
+        spans.set(key, ranges);
+        touched.extend(spans.overlapping(key));
+        touched.sort();
+        touched.dedup();
+        touched
+    }
+
+    fn trigger_pools(&self, pools: Vec<PoolKey>) {
+        for pool in pools {
+            self.trigger(Trigger::Pool(pool));
         }
     }
 
@@ -186,18 +190,16 @@ impl Index {
             }
         }
         let applied = slot.apply(spec, facts);
-        if applied.spec_changed {
-            self.spans.write().unwrap_or_else(PoisonError::into_inner).set(key, slot.ranges());
-        }
+        let neighbours = if applied.spec_changed { self.respan(key, slot.ranges()) } else { Vec::new() };
         if applied.spec_changed || applied.facts_changed {
             self.wake_purpose_waiters();
             self.wake_waiting(&mut slot);
         }
-        // Pools sharing its address space may overlap it now, or no longer. While the index is
-        // first built, every pool is reconciled once its listing ends anyway: telling each pool's
-        // neighbours about each other then would cost pools x pools messages.
-        if applied.spec_changed && (self.is_ready() || !applied.first_sight) {
-            self.trigger_neighbours(key);
+        // The pools it overlapped before or overlaps now are to look at their overlaps again;
+        // no other pool's can have changed. While the index is first built, every pool is
+        // reconciled once its listing ends anyway.
+        if self.is_ready() || !applied.first_sight {
+            self.trigger_pools(neighbours);
         }
         self.trigger(Trigger::Pool(key.clone()));
         applied.outside
@@ -208,8 +210,9 @@ impl Index {
         if let Some(slot) = self.existing_slot(key) {
             let mut slot = lock(&slot);
             slot.delete();
-            self.spans.write().unwrap_or_else(PoisonError::into_inner).remove(key);
+            let neighbours = self.respan(key, Vec::new());
             self.wake_waiting(&mut slot);
+            self.trigger_pools(neighbours);
         }
         self.prune(key);
         self.wake_purpose_waiters();

@@ -172,8 +172,19 @@ fn a_pool_moves_between_missing_invalid_and_ready_and_its_holds_outlive_each_sta
     assert_ne!(index.allocate(&key, &holder("other"), Request::default()), Ok(taken));
 }
 
+fn woken_pools(triggers: &mut tokio::sync::mpsc::UnboundedReceiver<Trigger>) -> Vec<String> {
+    let mut woken = Vec::new();
+    while let Ok(trigger) = triggers.try_recv() {
+        if let Trigger::Pool(key) = trigger {
+            woken.push(key.name);
+        }
+    }
+    woken.sort();
+    woken
+}
+
 #[test]
-fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_neighbours() {
+fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_pools_it_overlapped_or_overlaps() {
     let (index, mut triggers) = Index::new(Duration::ZERO);
     let keys: Vec<PoolKey> = (0..3).map(|n| PoolKey::in_cluster("ns", &format!("p{n}"))).collect();
     for (n, key) in keys.iter().enumerate() {
@@ -187,13 +198,19 @@ fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_neigh
     assert_eq!(sent, expected, "each pool once, its neighbours not at all");
 
     index.set_ready();
+    // p0 moves onto p1: p1 is to see the overlap, p2 (same namespace, apart) is left alone.
     index.upsert_pool(&keys[0], &spec(&["10.0.1.1-10.0.1.9"]), PoolFacts::default(), &[]);
-    let mut woken = Vec::new();
-    while let Ok(Trigger::Pool(key)) = triggers.try_recv() {
-        woken.push(key.name);
-    }
-    woken.sort();
-    assert_eq!(woken, ["p0", "p1", "p2"], "an edit that may overlap the neighbours wakes them and itself");
+    assert_eq!(woken_pools(&mut triggers), ["p0", "p1"]);
+    // p0 moves next to p2: p1 is to see the overlap end, p2 to see one begin.
+    index.upsert_pool(&keys[0], &spec(&["10.0.2.5-10.0.2.20"]), PoolFacts::default(), &[]);
+    assert_eq!(woken_pools(&mut triggers), ["p0", "p1", "p2"]);
+    // A change of facts only moves no range: nobody else is woken.
+    let paused = PoolFacts { paused: true, ..PoolFacts::default() };
+    index.upsert_pool(&keys[0], &spec(&["10.0.2.5-10.0.2.20"]), paused, &[]);
+    assert_eq!(woken_pools(&mut triggers), ["p0"]);
+    // Deleted: the pool it overlapped is to see the overlap end.
+    index.remove_pool(&keys[0]);
+    assert_eq!(woken_pools(&mut triggers), ["p2"]);
 }
 
 #[test]
