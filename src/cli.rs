@@ -164,6 +164,23 @@ pub struct RunFlags {
     /// How many claims are reconciled at once.
     #[arg(long, default_value_t = 64)]
     pub claim_concurrency: u16,
+
+    /// Objects per page when a watch lists what exists (at start, and again after a failure);
+    /// 0: one unpaged list.
+    #[arg(long, default_value_t = 500)]
+    pub list_page_size: u32,
+
+    /// How a watch learns what exists: `paged` lists, or `streaming` (a watch that sends the
+    /// existing objects first, `sendInitialEvents`, served by Kubernetes 1.34 and later).
+    #[arg(long, value_enum, default_value_t = InitialList::Paged)]
+    pub initial_list: InitialList,
+}
+
+/// How a watch learns what exists before it follows changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InitialList {
+    Paged,
+    Streaming,
 }
 
 impl Cli {

@@ -263,9 +263,8 @@ impl Scope {
     pub async fn claim_ready(&self, name: &str) -> Option<(String, String, String)> {
         let claim = self.claims().get_opt(name).await.ok()??;
         let conditions = claim.status?.conditions;
-        let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
-        let s = |k: &str| ready[k].as_str().unwrap_or_default().to_owned();
-        Some((s("status"), s("reason"), s("message")))
+        let ready = conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        Some((ready.status, ready.reason.unwrap_or_default(), ready.message.unwrap_or_default()))
     }
 
     /// Waits until a claim is Ready and returns its address.
@@ -423,7 +422,7 @@ impl Scope {
             .filter(|c| {
                 c.status
                     .as_ref()
-                    .is_some_and(|st| st.conditions.iter().any(|k| k["type"] == "Ready" && k["status"] == "True"))
+                    .is_some_and(|st| st.conditions.iter().any(|k| k.type_ == "Ready" && k.status == "True"))
             })
             .count()
     }

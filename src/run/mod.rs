@@ -16,10 +16,10 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::cli::{RunFlags, parse_bind_address};
+use crate::cli::{InitialList, RunFlags, parse_bind_address};
 use crate::client::{self, Fence, Timeouts};
 use crate::controller::discovery;
-use crate::controller::wiring::{Settings, Term};
+use crate::controller::wiring::{Listing, Settings, Term};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use leader::Leadership;
@@ -126,6 +126,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         clock: connection.clock.clone(),
         sync_period: flags.sync_period,
         fence: connection.fence.clone(),
+        listing: Listing { page_size: flags.list_page_size, streaming: flags.initial_list == InitialList::Streaming },
     };
 
     let controllers = Term { client, served, settings, health, metrics };

@@ -111,7 +111,7 @@ pub fn allocated_from(address: &IPAddress) -> Option<&String> {
 }
 
 pub fn is_ready(claim: &IPAddressClaim) -> bool {
-    claim.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    claim.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// An `IPAddress` of one of our pools, as the rules read it.

@@ -132,12 +132,15 @@ async fn unserved(s: &Scope) -> Vec<String> {
         .iter()
         .filter_map(|c| {
             let conditions = c.status.as_ref().map(|st| st.conditions.clone()).unwrap_or_default();
-            let ready = conditions.iter().find(|k| k["type"] == "Ready");
-            if ready.is_some_and(|k| k["status"] == "True") {
+            let ready = conditions.iter().find(|k| k.type_ == "Ready");
+            if ready.is_some_and(|k| k.status == "True") {
                 return None;
             }
             let name = c.metadata.name.clone().unwrap_or_default();
-            Some(format!("{name} ({})", ready.map(|k| k["reason"].to_string()).unwrap_or("no condition".into())))
+            Some(format!(
+                "{name} ({})",
+                ready.map(|k| k.reason.clone().unwrap_or_default()).unwrap_or("no condition".into())
+            ))
         })
         .collect()
 }

@@ -231,7 +231,7 @@ impl Fleet {
                 live += 1;
                 let status = claim.status.unwrap_or_default();
                 addressed += usize::from(status.address_ref.is_some_and(|r| !r.name.is_empty()));
-                ready += usize::from(status.conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+                ready += usize::from(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
             }
         }
         Ok((live, addressed, ready))

@@ -5,7 +5,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::api::CapiVersion;
-use crate::api::capi::IPAddressClaim;
+use crate::api::capi::{Condition, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
 
 /// The `Ready` condition a claim should carry.
@@ -42,36 +42,37 @@ impl Readiness {
     }
 }
 
-fn is_ready_condition(c: &Value) -> bool {
-    c.get("type").and_then(Value::as_str) == Some("Ready")
-}
+const READY: &str = "Ready";
 
 /// Whether a list of conditions already says what `readiness` says.
-fn says(conditions: Option<&Vec<Value>>, readiness: &Readiness) -> bool {
-    conditions.into_iter().flatten().any(|c| {
-        is_ready_condition(c)
-            && c.get("status").and_then(Value::as_str) == Some(readiness.status())
-            && c.get("reason").and_then(Value::as_str) == Some(readiness.reason.as_str())
-            && c.get("message").and_then(Value::as_str) == Some(readiness.message.as_str())
+fn says(conditions: &[Condition], readiness: &Readiness) -> bool {
+    conditions.iter().any(|c| {
+        c.type_ == READY
+            && c.status == readiness.status()
+            && c.reason.as_deref() == Some(readiness.reason.as_str())
+            && c.message.as_deref() == Some(readiness.message.as_str())
     })
 }
 
 /// Replaces the `Ready` entry of `existing`, keeping the others and the transition time when
 /// the status did not change.
-fn upsert(existing: Option<&Vec<Value>>, mut condition: Value) -> Vec<Value> {
-    let mut conditions: Vec<Value> = existing.cloned().unwrap_or_default();
-    if let Some(old) = conditions.iter().find(|c| is_ready_condition(c))
-        && old.get("status") == condition.get("status")
-        && let Some(time) = old.get("lastTransitionTime")
+fn upsert(existing: &[Condition], mut condition: Condition) -> Vec<Condition> {
+    let mut conditions = existing.to_vec();
+    if let Some(old) = conditions.iter().find(|c| c.type_ == READY)
+        && old.status == condition.status
+        && old.last_transition_time.is_some()
     {
-        condition["lastTransitionTime"] = time.clone();
+        condition.last_transition_time = old.last_transition_time.clone();
     }
-    conditions.retain(|c| !is_ready_condition(c));
+    conditions.retain(|c| c.type_ != READY);
     conditions.push(condition);
     conditions
 }
 
 /// The merge patch for the claim's status subresource, or None when the status already says it.
+///
+/// The conditions of the other shape (`deprecated.v1beta1` on `v1beta2`, `v1beta2` on
+/// `v1beta1`) are not cached: their `Ready` entry is written whole each time.
 pub fn patch(
     version: CapiVersion,
     claim: &IPAddressClaim,
@@ -79,49 +80,30 @@ pub fn patch(
     readiness: &Readiness,
     now: Timestamp,
 ) -> Option<Value> {
-    let raw = serde_json::to_value(&claim.status).unwrap_or(Value::Null);
+    let conditions: &[Condition] = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
     let current_ref = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).map(|r| r.name.as_str());
-    let metav1 = json!({
-        "type": "Ready",
-        "status": readiness.status(),
-        "reason": readiness.reason.as_str(),
-        "message": readiness.message,
-        "lastTransitionTime": now.to_string(),
-        "observedGeneration": claim.metadata.generation,
-    });
-    let mut legacy = json!({
-        "type": "Ready",
-        "status": readiness.status(),
-        "reason": readiness.reason.as_str(),
-        "message": readiness.message,
-        "lastTransitionTime": now.to_string(),
-    });
-    if !readiness.ready {
-        legacy["severity"] = json!("Warning");
+    if current_ref == address_name && says(conditions, readiness) {
+        return None;
     }
+    let ready = Condition {
+        type_: READY.to_owned(),
+        status: readiness.status().to_owned(),
+        reason: Some(readiness.reason.as_str().to_owned()),
+        message: Some(readiness.message.clone()),
+        last_transition_time: Some(now.to_string()),
+        ..Condition::default()
+    };
+    let metav1 = Condition { observed_generation: claim.metadata.generation, ..ready.clone() };
+    let legacy = Condition { severity: (!readiness.ready).then(|| "Warning".to_owned()), ..ready };
     let mut status = match version {
-        CapiVersion::V1Beta2 => {
-            let conditions = raw.get("conditions").and_then(Value::as_array);
-            if current_ref == address_name && says(conditions, readiness) {
-                return None;
-            }
-            let old = raw.pointer("/deprecated/v1beta1/conditions").and_then(Value::as_array);
-            json!({
-                "conditions": upsert(conditions, metav1),
-                "deprecated": { "v1beta1": { "conditions": upsert(old, legacy) } },
-            })
-        }
-        CapiVersion::V1Beta1 => {
-            let conditions = raw.get("conditions").and_then(Value::as_array);
-            if current_ref == address_name && says(conditions, readiness) {
-                return None;
-            }
-            let newer = raw.pointer("/v1beta2/conditions").and_then(Value::as_array);
-            json!({
-                "conditions": upsert(conditions, legacy),
-                "v1beta2": { "conditions": upsert(newer, metav1) },
-            })
-        }
+        CapiVersion::V1Beta2 => json!({
+            "conditions": upsert(conditions, metav1),
+            "deprecated": { "v1beta1": { "conditions": upsert(&[], legacy) } },
+        }),
+        CapiVersion::V1Beta1 => json!({
+            "conditions": upsert(conditions, legacy),
+            "v1beta2": { "conditions": upsert(&[], metav1) },
+        }),
     };
     if let Some(name) = address_name {
         status["addressRef"] = json!({ "name": name });

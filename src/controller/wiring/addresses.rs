@@ -14,7 +14,7 @@ use crate::index::Index;
 use super::super::feed::AddressFeed;
 use super::super::watches::{WatchBackoff, relisting, watched};
 use super::Term;
-use super::support::{drain, lean, store_with};
+use super::support::{drain, lean_object, store_with};
 
 /// The store of every `IPAddress`, and the watch that fills it and the index. `listed` runs at
 /// the end of the first listing.
@@ -27,11 +27,13 @@ pub fn watch(
     let (store, writer) = store_with(resource.clone());
     let mut feed = AddressFeed::new(index.clone(), listed);
     let api: Api<IPAddress> = term.settings.scoped(&term.client, &resource);
+    let config = term.settings.unfiltered();
     // After a failure the addresses are listed again, and claims wait until that listing is
     // complete: addresses made or deleted by hand while the watch was down are known before
     // anything is allocated (see `AddressFeed::failed`).
-    let from_scratch = relisting(Arc::new(move || watcher(api.clone(), watcher::Config::default()).boxed()));
-    let events = watched("IPAddress", term.health.clone(), from_scratch.backoff(WatchBackoff::default())).modify(lean);
+    let from_scratch = relisting(Arc::new(move || watcher(api.clone(), config.clone()).boxed()));
+    let events =
+        watched("IPAddress", term.health.clone(), from_scratch.backoff(WatchBackoff::default())).modify(lean_object);
     let watch = drain(reflector::reflector(writer, events).map(move |event| match &event {
         Ok(event) => feed.apply(event),
         Err(_) => feed.failed(),

@@ -21,7 +21,7 @@ use super::super::context::Context;
 use super::super::triggers::{self, Wake};
 use super::super::watches::{NoExtraBackoff, WatchBackoff, watched};
 use super::Term;
-use super::support::{drain, error_policy, instrumented, lean, store_with};
+use super::support::{drain, error_policy, instrumented, lean_object, store_with};
 
 /// The claim watch, and what the other parts take from it before the controller starts.
 pub struct ClaimWatch {
@@ -50,7 +50,7 @@ impl ClaimWatch {
             term.health.clone(),
             watcher(api, term.settings.filtered()).backoff(WatchBackoff::default()),
         )
-        .modify(lean);
+        .modify(lean_object);
         let events = reflector::reflector(writer, events).inspect(move |event| {
             if let Ok(event) = event {
                 followed.apply(event);

@@ -22,7 +22,7 @@ use super::super::triggers::{self, Wake};
 use super::super::watches::{NoExtraBackoff, WatchBackoff, watched};
 use super::Term;
 use super::claims::ClaimWatch;
-use super::support::{drain, error_policy, instrumented, lean, store_with};
+use super::support::{drain, error_policy, instrumented, lean_object, store_with};
 
 /// The Cluster watch, before its controller starts.
 pub struct ClusterWatch {
@@ -42,7 +42,7 @@ impl ClusterWatch {
             term.health.clone(),
             watcher(api, term.settings.filtered()).backoff(WatchBackoff::default()),
         )
-        .modify(lean);
+        .modify(lean_object);
         let (clusters_relisted, relistings) = triggers::relistings();
         let all_claims = claims.reconcile_all.clone();
         // A relisting may bring Clusters changed while the watch was down: every claim and
@@ -78,7 +78,7 @@ impl ClusterWatch {
         let vip_claims = watched(
             "control-plane VIP IPAddressClaim",
             term.health.clone(),
-            watcher(claim_api, watcher::Config::default().labels(&selector)).backoff(WatchBackoff::default()),
+            watcher(claim_api, term.settings.unfiltered().labels(&selector)).backoff(WatchBackoff::default()),
         )
         .touched_objects()
         .filter_map(move |claim| {

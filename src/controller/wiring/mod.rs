@@ -30,7 +30,7 @@ use super::context::Context;
 use super::discovery::Served;
 use super::pool;
 
-pub use settings::Settings;
+pub use settings::{Listing, Settings};
 
 /// How long a claim reconcile waits at most for the watch to show the claim's own last write.
 const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);

@@ -31,6 +31,32 @@ pub struct Settings {
     pub sync_period: Duration,
     /// The write fence of the client; reconciles wait for it to be open before they start.
     pub fence: crate::client::Fence,
+    /// How every watch lists what exists.
+    pub listing: Listing,
+}
+
+/// How every watch lists what exists: at start, and again after a failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listing {
+    /// Objects per page of a paged list; 0: unpaged.
+    pub page_size: u32,
+    /// A watch that sends the existing objects first (`sendInitialEvents`) instead of lists.
+    pub streaming: bool,
+}
+
+impl Default for Listing {
+    fn default() -> Self {
+        // kube's and client-go's page size.
+        Listing { page_size: 500, streaming: false }
+    }
+}
+
+impl Listing {
+    /// `config` listing this way.
+    pub fn apply(self, mut config: watcher::Config) -> watcher::Config {
+        config.page_size = (self.page_size > 0).then_some(self.page_size);
+        if self.streaming { config.streaming_lists() } else { config }
+    }
 }
 
 impl Settings {
@@ -45,9 +71,14 @@ impl Settings {
     /// The watch configuration of objects the watch filter applies to.
     pub fn filtered(&self) -> watcher::Config {
         match &self.watch_filter {
-            Some(value) => watcher::Config::default().labels(&format!("{WATCH_FILTER_LABEL}={value}")),
-            None => watcher::Config::default(),
+            Some(value) => self.unfiltered().labels(&format!("{WATCH_FILTER_LABEL}={value}")),
+            None => self.unfiltered(),
         }
+    }
+
+    /// The watch configuration of objects the watch filter does not apply to.
+    pub fn unfiltered(&self) -> watcher::Config {
+        self.listing.apply(watcher::Config::default())
     }
 
     /// The API of a dynamically typed resource, in `--namespace` or everywhere.
