@@ -16,9 +16,16 @@ pub struct WriteThrottle {
     min: Duration,
     max: Duration,
     per_second: u32,
-    /// When each busy pool was last written. A pool not written for `2 * max` is idle again
-    /// and forgotten.
-    last: Mutex<HashMap<PoolKey, Instant>>,
+    last: Mutex<Busy>,
+}
+
+/// When each busy pool was last written. A pool not written for `2 * max` is idle again; idle
+/// pools are forgotten at most once per `max`, not on every call, so that a call costs the same
+/// with ten busy pools or ten thousand.
+#[derive(Default)]
+struct Busy {
+    written: HashMap<PoolKey, Instant>,
+    pruned: Option<Instant>,
 }
 
 impl WriteThrottle {
@@ -28,7 +35,7 @@ impl WriteThrottle {
         WriteThrottle { min, max: max.max(min), per_second: per_second.max(1), last: Mutex::default() }
     }
 
-    fn last(&self) -> MutexGuard<'_, HashMap<PoolKey, Instant>> {
+    fn last(&self) -> MutexGuard<'_, Busy> {
         // The map holds no invariant a panicking holder could break.
         self.last.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -41,9 +48,15 @@ impl WriteThrottle {
     fn wait_at(&self, pool: &PoolKey, now: Instant) -> Option<Duration> {
         let mut last = self.last();
         let idle_after = self.max * 2;
-        last.retain(|_, at| now.saturating_duration_since(*at) < idle_after);
-        let since = now.saturating_duration_since(*last.get(pool)?);
-        let busy = u32::try_from(last.len()).unwrap_or(u32::MAX);
+        if last.pruned.is_none_or(|at| now.saturating_duration_since(at) >= self.max) {
+            last.written.retain(|_, at| now.saturating_duration_since(*at) < idle_after);
+            last.pruned = Some(now);
+        }
+        let since = now.saturating_duration_since(*last.written.get(pool)?);
+        if since >= idle_after {
+            return None;
+        }
+        let busy = u32::try_from(last.written.len()).unwrap_or(u32::MAX);
         let interval = (Duration::from_secs(1) * busy / self.per_second).clamp(self.min, self.max);
         (since < interval).then(|| interval - since)
     }
@@ -54,7 +67,7 @@ impl WriteThrottle {
     }
 
     fn wrote_at(&self, pool: &PoolKey, now: Instant) {
-        self.last().insert(pool.clone(), now);
+        self.last().written.insert(pool.clone(), now);
     }
 }
 
@@ -110,6 +123,22 @@ mod tests {
         throttle.wrote_at(&pool(0), later);
         assert_eq!(throttle.wait_at(&pool(0), later + MS * 100), Some(MS * 400));
         assert_eq!(throttle.wait_at(&pool(1), later), None);
-        assert_eq!(throttle.last().len(), 1);
+        assert_eq!(throttle.last().written.len(), 1);
+    }
+
+    #[test]
+    fn idle_pools_are_swept_once_per_longest_wait_and_count_as_idle_meanwhile() {
+        let throttle = throttle();
+        let t = Instant::now();
+        throttle.wrote_at(&pool(0), t);
+        assert_eq!(throttle.wait_at(&pool(0), t + MS * 100), Some(MS * 400), "the first call sweeps");
+        throttle.wrote_at(&pool(1), t + MS * 5_000);
+        assert_eq!(throttle.wait_at(&pool(1), t + MS * 5_100), Some(MS * 400), "sweeps again, 5 s on");
+        // 4.95 s after that sweep none runs, yet pool 0, written 10.05 s ago, is idle.
+        assert_eq!(throttle.wait_at(&pool(0), t + MS * 10_050), None);
+        assert_eq!(throttle.last().written.len(), 2, "no sweep within 5 s of the last");
+        // 5.1 s after it, a sweep drops pool 0 and keeps pool 1 (written 5.2 s ago).
+        assert_eq!(throttle.wait_at(&pool(1), t + MS * 10_200), None);
+        assert_eq!(throttle.last().written.len(), 1);
     }
 }
