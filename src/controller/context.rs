@@ -18,7 +18,7 @@ pub struct Context {
     pub capi: CapiVersion,
     pub claim_resource: ApiResource,
     pub address_resource: ApiResource,
-    pub addresses: Store<IPAddress>,
+    pub addresses: super::address_cache::AddressCache,
     pub claims: Store<IPAddressClaim>,
     /// None when the API server serves no CAPI `Cluster` (then no claim waits for one).
     pub clusters: Option<Store<Cluster>>,
@@ -65,7 +65,7 @@ impl Context {
 
     /// The `IPAddress` of this name, as the watch last saw it.
     pub fn cached_address(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<IPAddress>> {
-        self.addresses.get(&ObjectRef::new_with(name, self.address_resource.clone()).within(namespace))
+        self.addresses.get(namespace, name)
     }
 
     /// The claim of this name, as the watch last saw it.

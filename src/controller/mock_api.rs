@@ -17,11 +17,12 @@ use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
 use crate::api::CapiVersion;
-use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
+use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::client::{Fence, ServerClock};
 use crate::index::Index;
 use crate::metrics::Metrics;
 
+use super::address_cache::{AddressCache, AddressCacheWriter};
 use super::context::Context;
 
 type BodyCheck = Box<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
@@ -137,7 +138,7 @@ fn respond(status: u16, body: &Value) -> Response<Body> {
 /// stores (already listed, so empty but ready).
 pub struct World {
     pub ctx: Arc<Context>,
-    pub addresses: Writer<IPAddress>,
+    pub addresses: AddressCacheWriter,
     pub claims: Writer<IPAddressClaim>,
     pub clusters: Writer<Cluster>,
 }
@@ -150,10 +151,11 @@ impl World {
 
     pub fn with_fence(client: Client, fence: Fence) -> World {
         let capi = CapiVersion::V1Beta2;
-        let mut addresses = Writer::new(capi.address_resource());
+        let (address_cache, mut addresses) = AddressCache::new();
+        addresses.apply(&Event::Init);
+        addresses.apply(&Event::InitDone);
         let mut claims = Writer::new(capi.claim_resource());
         let mut clusters = Writer::new(capi.cluster_resource());
-        listed(&mut addresses);
         listed(&mut claims);
         listed(&mut clusters);
         let (index, _triggers) = Index::new(Duration::ZERO);
@@ -165,7 +167,7 @@ impl World {
             capi,
             claim_resource: capi.claim_resource(),
             address_resource: capi.address_resource(),
-            addresses: addresses.as_reader(),
+            addresses: address_cache,
             claims: claims.as_reader(),
             // Clusters are listed, and none exists: claims that name none are served.
             clusters: Some(clusters.as_reader()),

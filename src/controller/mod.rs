@@ -1,5 +1,6 @@
 //! The controllers: claims, pools, and the watches that feed the index.
 
+pub mod address_cache;
 mod by_cluster;
 pub mod claim;
 pub mod cluster_vip;

@@ -212,7 +212,7 @@ async fn a_deleted_claim_unprotects_and_deletes_its_address_then_drops_its_final
     let pool = with_pool(&world);
     let cached: crate::api::capi::IPAddress =
         serde_json::from_value(address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER])).unwrap();
-    world.addresses.apply_watcher_event(&Event::Apply(cached));
+    world.addresses.apply(&Event::Apply(cached));
     world.ctx.index.adopt(&pool, &holder(), ip("10.0.0.12"), true).unwrap();
 
     super::reconcile(Arc::new(deleted_claim()), world.ctx.clone()).await.expect("the claim is released");

@@ -97,7 +97,7 @@ async fn the_claims_address_becomes_the_endpoint_guarded_by_the_clusters_version
     ]);
     let mut world = World::new(client);
     world.claims.apply_watcher_event(&Event::Apply(vip_claim()));
-    world.addresses.apply_watcher_event(&Event::Apply(vip_address("10.0.0.5")));
+    world.addresses.apply(&Event::Apply(vip_address("10.0.0.5")));
 
     super::reconcile(Arc::new(opted_in()), world.ctx.clone()).await.expect("written");
     api.finish();

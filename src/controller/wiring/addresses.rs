@@ -1,30 +1,30 @@
-//! The `IPAddress` watch: a store for the claim controller, and holds in the index.
+//! The `IPAddress` watch: a cache for the claim controller, and holds in the index.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::capi::IPAddress;
 use crate::index::Index;
 
+use super::super::address_cache::AddressCache;
 use super::super::feed::AddressFeed;
 use super::super::watches::{WatchBackoff, relisting, watched};
 use super::Term;
-use super::support::{drain, lean_object, store_with};
+use super::support::{drain, lean_object};
 
-/// The store of every `IPAddress`, and the watch that fills it and the index. `listed` runs at
+/// The cache of every `IPAddress`, and the watch that fills it and the index. `listed` runs at
 /// the end of the first listing.
 pub fn watch(
     term: &Term,
     index: &Index,
     listed: Box<dyn FnOnce() + Send>,
-) -> (Store<IPAddress>, impl Future<Output = ()> + Send + use<>) {
+) -> (AddressCache, impl Future<Output = ()> + Send + use<>) {
     let resource = term.served.ipam.address_resource();
-    let (store, writer) = store_with(resource.clone());
+    let (cache, mut writer) = AddressCache::new();
     let mut feed = AddressFeed::new(index.clone(), listed);
     let api: Api<IPAddress> = term.settings.scoped(&term.client, &resource);
     let config = term.settings.unfiltered();
@@ -34,9 +34,13 @@ pub fn watch(
     let from_scratch = relisting(Arc::new(move || watcher(api.clone(), config.clone()).boxed()));
     let events =
         watched("IPAddress", term.health.clone(), from_scratch.backoff(WatchBackoff::default())).modify(lean_object);
-    let watch = drain(reflector::reflector(writer, events).map(move |event| match &event {
-        Ok(event) => feed.apply(event),
+    // The cache first, as kube's reflector would: a claim woken by the index finds the object.
+    let watch = drain(events.map(move |event| match &event {
+        Ok(event) => {
+            writer.apply(event);
+            feed.apply(event);
+        }
         Err(_) => feed.failed(),
     }));
-    (store, watch)
+    (cache, watch)
 }

@@ -17,15 +17,14 @@ use std::time::Duration;
 use futures::future;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
 use tracing::warn;
 
-use crate::api::capi::IPAddress;
 use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use crate::health::Health;
 use crate::index::Index;
 use crate::metrics::Metrics;
 
+use super::address_cache::AddressCache;
 use super::context::Context;
 use super::discovery::Served;
 use super::pool;
@@ -97,7 +96,7 @@ impl Term {
     fn context(
         &self,
         index: &Index,
-        addresses: Store<IPAddress>,
+        addresses: AddressCache,
         claims: &claims::ClaimWatch,
         clusters: Option<&clusters::ClusterWatch>,
     ) -> Context {

@@ -1,0 +1,152 @@
+//! The `IPAddress` objects as the watch last saw them, by namespace and name.
+//!
+//! kube's reflector store keys every object by a full `ObjectRef`: the resource's group,
+//! version, kind and plural, the object's namespace, name, uid and `resourceVersion`, nine
+//! strings per object, in a table whose slots are over 200 bytes wide. Nothing else reads this
+//! store but [`AddressCache::get`], by namespace and name, and no controller is built on it, so
+//! it keys by a name under a shared namespace instead: about half a kilobyte less per address.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use kube::runtime::watcher::Event;
+
+use crate::api::capi::IPAddress;
+
+type Names = HashMap<Box<str>, Arc<IPAddress>>;
+type Namespaces = HashMap<Arc<str>, Names>;
+
+/// The reading side. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct AddressCache {
+    objects: Arc<RwLock<Namespaces>>,
+}
+
+impl AddressCache {
+    /// The cache and the writer that fills it from watch events.
+    pub fn new() -> (AddressCache, AddressCacheWriter) {
+        let cache = AddressCache::default();
+        (cache.clone(), AddressCacheWriter { cache, listing: None })
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Namespaces> {
+        // Every write leaves the maps whole: a panic cannot leave one half-updated.
+        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Namespaces> {
+        self.objects.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The `IPAddress` of this namespace and name, as the watch last saw it.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<IPAddress>> {
+        self.read().get(namespace)?.get(name).cloned()
+    }
+
+    /// How many objects it holds.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.read().values().map(HashMap::len).sum()
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Applies watch events to an [`AddressCache`]. A listing is gathered aside and replaces the
+/// whole cache at its end, as kube's reflector does, so that objects deleted while the watch was
+/// down are gone and readers never see half a listing.
+pub struct AddressCacheWriter {
+    cache: AddressCache,
+    listing: Option<Namespaces>,
+}
+
+impl AddressCacheWriter {
+    pub fn apply(&mut self, event: &Event<IPAddress>) {
+        match event {
+            Event::Apply(address) => insert(&mut self.cache.write(), address),
+            Event::Delete(address) => remove(&mut self.cache.write(), address),
+            Event::Init => self.listing = Some(Namespaces::new()),
+            Event::InitApply(address) => match self.listing.as_mut() {
+                Some(listing) => insert(listing, address),
+                None => insert(&mut self.cache.write(), address),
+            },
+            Event::InitDone => {
+                if let Some(listing) = self.listing.take() {
+                    *self.cache.write() = listing;
+                }
+            }
+        }
+    }
+}
+
+fn insert(objects: &mut Namespaces, address: &IPAddress) {
+    let (Some(namespace), Some(name)) = (address.metadata.namespace.as_deref(), address.metadata.name.as_deref())
+    else {
+        return;
+    };
+    let names = match objects.get_mut(namespace) {
+        Some(names) => names,
+        None => objects.entry(Arc::from(namespace)).or_default(),
+    };
+    names.insert(name.into(), Arc::new(address.clone()));
+}
+
+fn remove(objects: &mut Namespaces, address: &IPAddress) {
+    let (Some(namespace), Some(name)) = (address.metadata.namespace.as_deref(), address.metadata.name.as_deref())
+    else {
+        return;
+    };
+    if let Some(names) = objects.get_mut(namespace) {
+        names.remove(name);
+        if names.is_empty() {
+            objects.remove(namespace);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address(namespace: &str, name: &str, ip: &str) -> IPAddress {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": namespace, "name": name},
+            "spec": {"claimRef": {"name": name}, "poolRef": {"kind": "InClusterIPPool", "name": "p"},
+                     "address": ip, "prefix": 24},
+        }))
+        .expect("an address parses")
+    }
+
+    fn ip_of(cache: &AddressCache, namespace: &str, name: &str) -> Option<String> {
+        cache.get(namespace, name).map(|a| a.spec.address.clone())
+    }
+
+    #[test]
+    fn changes_land_at_once_and_a_listing_replaces_everything_at_its_end() {
+        let (cache, mut writer) = AddressCache::new();
+        writer.apply(&Event::Init);
+        writer.apply(&Event::InitApply(address("a", "vm-0", "10.0.0.1")));
+        assert!(cache.is_empty(), "half a listing is never seen");
+        writer.apply(&Event::InitApply(address("b", "vm-0", "10.0.0.2")));
+        writer.apply(&Event::InitDone);
+        assert_eq!(ip_of(&cache, "a", "vm-0").as_deref(), Some("10.0.0.1"));
+        assert_eq!(ip_of(&cache, "b", "vm-0").as_deref(), Some("10.0.0.2"), "same name, other namespace");
+
+        writer.apply(&Event::Apply(address("a", "vm-0", "10.0.0.9")));
+        writer.apply(&Event::Delete(address("b", "vm-0", "10.0.0.2")));
+        assert_eq!(ip_of(&cache, "a", "vm-0").as_deref(), Some("10.0.0.9"));
+        assert_eq!(ip_of(&cache, "b", "vm-0"), None);
+
+        // A relisting after a failure: vm-0 was deleted meanwhile, vm-1 made.
+        writer.apply(&Event::Init);
+        writer.apply(&Event::InitApply(address("a", "vm-1", "10.0.0.3")));
+        assert_eq!(ip_of(&cache, "a", "vm-0").as_deref(), Some("10.0.0.9"), "kept until the listing ends");
+        writer.apply(&Event::InitDone);
+        assert_eq!(ip_of(&cache, "a", "vm-0"), None, "not listed again: gone");
+        assert_eq!(ip_of(&cache, "a", "vm-1").as_deref(), Some("10.0.0.3"));
+        assert_eq!(cache.len(), 1);
+    }
+}
