@@ -165,6 +165,10 @@ pub struct RunFlags {
     #[arg(long, default_value_t = 64)]
     pub claim_concurrency: u16,
 
+    /// How many pools of each kind are reconciled at once.
+    #[arg(long, default_value_t = 16)]
+    pub pool_concurrency: u16,
+
     /// Objects per page when a watch lists what exists (at start, and again after a failure);
     /// 0: one unpaged list.
     #[arg(long, default_value_t = 500)]

@@ -121,6 +121,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         namespace: flags.namespace.clone(),
         watch_filter: flags.watch_filter.clone(),
         claim_concurrency: flags.claim_concurrency,
+        pool_concurrency: flags.pool_concurrency,
         instance: Some(identity.clone()),
         sticky: Duration::from_secs(flags.sticky_address_seconds),
         clock: connection.clock.clone(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::{StreamExt, future};
 use kube::api::Api;
-use kube::runtime::controller::Controller;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
@@ -73,6 +73,7 @@ where
             .reconcile_all_on(relistings)
             .reconcile_all_on(settings.resync())
             .reconcile_on(UnboundedReceiverStream::new(triggers))
+            .with_config(ControllerConfig::default().concurrency(settings.pool_concurrency))
             .graceful_shutdown_on(self.shutdown.clone())
             .run(|pool, ctx| instrumented("pool", pool, ctx, pool::reconcile::<K>), error_policy, self.ctx.clone());
         future::Either::Right(drain(controller))

@@ -21,6 +21,8 @@ pub struct Settings {
     pub watch_filter: Option<String>,
     /// How many claims are reconciled at once (0: no limit).
     pub claim_concurrency: u16,
+    /// How many pools of each kind are reconciled at once (0: no limit).
+    pub pool_concurrency: u16,
     /// Name of this instance, for Events.
     pub instance: Option<String>,
     /// How long a deleted claim's address is kept for a claim of the same name.
