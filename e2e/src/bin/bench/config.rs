@@ -36,9 +36,9 @@ impl Subject {
 /// What the pools hand out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PoolKind {
-    /// `InClusterIPPool`s `pool-<i>` holding `10.<i>.0.0/16`: addresses.
+    /// `InClusterIPPool`s `pool-<i>` handing out addresses (see layout.rs).
     Addresses,
-    /// `InClusterPrefixPool`s `pool-<i>` holding `fd00:<i>::/48`: /64 sub-prefixes.
+    /// `InClusterPrefixPool`s `pool-<i>` handing out /64 sub-prefixes (see layout.rs).
     Prefixes,
 }
 
@@ -55,18 +55,6 @@ impl PoolKind {
         match self {
             PoolKind::Addresses => "InClusterIPPool",
             PoolKind::Prefixes => "InClusterPrefixPool",
-        }
-    }
-
-    /// Pool `pool-<i>`'s spec.
-    pub fn spec(self, i: usize) -> serde_json::Value {
-        match self {
-            PoolKind::Addresses => {
-                serde_json::json!({"addresses": [format!("10.{i}.0.0/16")], "prefix": 16, "gateway": format!("10.{i}.0.1")})
-            }
-            PoolKind::Prefixes => {
-                serde_json::json!({"prefixes": [format!("fd00:{i:x}::/48")], "gateway": format!("fd00:{i:x}::1")})
-            }
         }
     }
 

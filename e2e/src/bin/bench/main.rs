@@ -8,6 +8,7 @@
 mod config;
 mod failures;
 mod floor;
+mod layout;
 mod measure;
 mod report;
 mod run;

@@ -13,6 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
@@ -20,6 +21,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::config::{Config, PoolKind, Subject};
+use crate::layout::Layout;
 use crate::measure::{ProcStats, RequestCounts, quiescent};
 use crate::subject::{NAMESPACE, Running};
 
@@ -86,38 +88,62 @@ fn pools_api(client: &Client, kind: PoolKind) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::from_gvk(&gvk))
 }
 
-/// `count` pools `pool-<i>` of `kind` (see [`PoolKind::spec`]).
-pub async fn create_pools(client: &Client, kind: PoolKind, count: usize) -> Result<()> {
-    ensure!(count <= 256, "at most 256 pools");
-    let api = pools_api(client, kind);
-    futures::stream::iter(0..count)
+/// The pools `pool-<i>` of `layout` (see layout.rs), with `concurrency` creates in flight.
+pub async fn create_pools(client: &Client, layout: Layout, concurrency: usize) -> Result<()> {
+    let api = pools_api(client, layout.kind);
+    futures::stream::iter(0..layout.pools)
         .map(|i| {
             let api = api.clone();
             async move {
                 let pool: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": kind.kind(),
+                    "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": layout.kind.kind(),
                     "metadata": {"name": format!("pool-{i}")},
-                    "spec": kind.spec(i),
+                    "spec": layout.spec(i),
                 }))?;
                 api.create(&PostParams::default(), &pool).await.map(drop).map_err(anyhow::Error::from)
             }
         })
-        .buffer_unordered(16)
+        .buffer_unordered(concurrency.max(1))
         .try_collect::<Vec<()>>()
         .await?;
     Ok(())
 }
 
+/// How long to wait for work on every pool (protecting them, a provider's start on them): a
+/// minute, and 50 ms more per pool.
+pub fn per_pool_timeout(base: Duration, pools: usize) -> Duration {
+    base + Duration::from_millis(50) * pools as u32
+}
+
+/// Ends a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Waits until every pool carries the deletion-protection finalizer: both providers add it
-/// before they allocate from a pool (ferro-ipam waits for it). A pool still unprotected after
-/// 10 s is touched (an annotation) once, so that its controller sees an event; returns how many
-/// pools needed that (a provider that misses pools existing at its start shows up here).
+/// before they allocate from a pool (ferro-ipam waits for it). The pools are read from one
+/// watch (a paged list, then events), not polled. When 10 s pass without a pool getting
+/// protected, the pools still unprotected are touched (an annotation) once, so that their
+/// controller sees an event; returns how many pools needed that (a provider that misses pools
+/// existing at its start shows up here).
 pub async fn wait_pools_protected(client: &Client, kind: PoolKind, count: usize, timeout: Duration) -> Result<usize> {
     let api = pools_api(client, kind);
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("ipam.cluster.x-k8s.io", "v1alpha2", kind.kind()));
+    let writer = reflector::store::Writer::<DynamicObject>::new(resource);
+    let store = writer.as_reader();
+    let stream = reflector::reflector(writer, watcher::watcher(api.clone(), watcher::Config::default()));
+    let _driver = AbortOnDrop(tokio::spawn(async move {
+        stream.for_each(|_| async {}).await;
+    }));
+    tokio::time::timeout(timeout, store.wait_until_ready()).await.context("listing the pools")??;
     let started = Instant::now();
-    let mut touched = 0;
+    let (mut touched, mut protected_before, mut progress_at) = (0, 0, Instant::now());
     loop {
-        let pools = api.list(&ListParams::default()).await?.items;
+        let pools = store.state();
         let unprotected: Vec<String> = pools
             .iter()
             .filter(|p| !p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER))
@@ -126,16 +152,20 @@ pub async fn wait_pools_protected(client: &Client, kind: PoolKind, count: usize,
         if pools.len() == count && unprotected.is_empty() {
             return Ok(touched);
         }
-        if touched == 0 && started.elapsed() > Duration::from_secs(10) {
+        let protected = pools.len() - unprotected.len();
+        if protected != protected_before {
+            (protected_before, progress_at) = (protected, Instant::now());
+        }
+        if touched == 0 && progress_at.elapsed() > Duration::from_secs(10) {
             for name in &unprotected {
                 let patch = json!({"metadata": {"annotations": {"bench.ferro-ipam.dev/touched": "true"}}});
                 api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
             }
             touched = unprotected.len();
-            eprintln!("bench:   {touched} pool(s) unprotected after 10 s: touched them");
+            eprintln!("bench:   {touched} pool(s) still unprotected after 10 s without progress: touched them");
         }
-        ensure!(started.elapsed() < timeout, "the pools were not protected within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        ensure!(started.elapsed() < timeout, "{} of {count} pools protected after {timeout:?}", protected);
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -199,6 +229,23 @@ pub async fn create_claims(
     Ok(())
 }
 
+/// Every object of `api`, listed in pages of 500 (one list of 50,000 addresses is a big answer).
+pub async fn list_all<K>(api: &Api<K>) -> Result<Vec<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = ListParams::default().limit(500);
+    let mut all = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        all.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(all),
+        }
+    }
+}
+
 /// An address held by two `IPAddress` objects of one pool: the run measured a broken allocation.
 #[derive(Debug)]
 pub struct Duplicate {
@@ -218,7 +265,7 @@ impl std::error::Error for Duplicate {}
 /// one per claim.
 pub async fn check_unique(client: &Client, expected: usize) -> Result<()> {
     let api: Api<IPAddress> = Api::namespaced_with(client.clone(), NAMESPACE, &capi().address_resource());
-    let addresses = api.list(&ListParams::default()).await?.items;
+    let addresses = list_all(&api).await?;
     let mut seen = HashSet::new();
     for a in &addresses {
         if !seen.insert((a.spec.pool_ref.name.clone(), a.spec.address.clone())) {
@@ -276,12 +323,14 @@ pub fn keep_logs(config: &Config, plane: &ControlPlane, name: &str) {
 
 async fn measure_allocation(config: &Config, plane: &ControlPlane, client: &Client, shape: Shape) -> Result<RunResult> {
     let Shape { subject, kind, claims, pools, run } = shape;
-    create_pools(client, kind, pools).await?;
+    let layout = Layout::new(kind, pools)?;
+    layout.check_fits(claims)?;
+    create_pools(client, layout, config.create_concurrency).await?;
     let mut running = Running::launch(config, plane, subject)?;
-    tokio::task::block_in_place(|| running.wait_ready(Duration::from_secs(120)))?;
+    tokio::task::block_in_place(|| running.wait_ready(per_pool_timeout(Duration::from_secs(120), pools)))?;
     let pools_touched = match subject {
         Subject::Floor => 0,
-        _ => wait_pools_protected(client, kind, pools, Duration::from_secs(60)).await?,
+        _ => wait_pools_protected(client, kind, pools, per_pool_timeout(Duration::from_secs(60), pools)).await?,
     };
     let mut addressed = watch_addressed(client).await?;
     // One claim through the whole path first, so that no run pays for cold connections.

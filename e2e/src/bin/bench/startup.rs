@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use ferro_ipam::api::InClusterIPPool;
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::keys::RELEASE_ADDRESS_FINALIZER;
@@ -19,6 +18,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::config::{Config, PoolKind, Subject};
+use crate::floor::Allocated;
+use crate::layout::Layout;
 use crate::measure::{RequestCounts, quiescent};
 use crate::run::{create_claims, create_pools, fresh_plane, wait_pools_protected};
 use crate::subject::{NAMESPACE, Running};
@@ -50,7 +51,7 @@ pub struct FillResult {
 /// Writes `total` claims as a provider leaves them: claim `claim-<k>` on `pool-<k % 100>` with
 /// its finalizer, its `IPAddress`, and a status in ferro-ipam's shape (which the in-cluster
 /// provider reads too: it needs only `addressRef`).
-async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillResult> {
+async fn fill(client: &Client, layout: Layout, total: usize, concurrency: usize) -> Result<FillResult> {
     let pools: HashMap<String, String> = Api::<InClusterIPPool>::namespaced(client.clone(), NAMESPACE)
         .list(&ListParams::default())
         .await?
@@ -65,8 +66,9 @@ async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillR
         .map(|k| {
             let (claims, addresses, pools) = (&claims, &addresses, &pools);
             async move {
-                let pool = k % POOLS;
-                let offset = k / POOLS + 2;
+                let pool = k % layout.pools;
+                let ip = layout.kth(pool, k / layout.pools).with_context(|| format!("pool-{pool} is full"))?;
+                let address = Allocated { ip, prefix: layout.address_prefix(), gateway: layout.gateway(pool) };
                 let claim: IPAddressClaim = serde_json::from_value(json!({
                     "apiVersion": capi().claim_resource().api_version, "kind": "IPAddressClaim",
                     "metadata": {"name": format!("claim-{k}"), "finalizers": [RELEASE_ADDRESS_FINALIZER]},
@@ -74,8 +76,7 @@ async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillR
                                          "name": format!("pool-{pool}")}},
                 }))?;
                 let claim = claims.create(&PostParams::default(), &claim).await?;
-                let ip = Ipv4Addr::new(10, pool as u8, (offset / 256) as u8, (offset % 256) as u8);
-                crate::floor::fulfil(claims, addresses, pools, &claim, ip.into()).await
+                crate::floor::fulfil(claims, addresses, pools, &claim, address).await
             }
         })
         .buffer_unordered(concurrency)
@@ -87,10 +88,12 @@ async fn fill(client: &Client, total: usize, concurrency: usize) -> Result<FillR
 pub async fn measure(config: &Config) -> Result<(FillResult, Vec<StartupResult>)> {
     let total = config.startup_addresses;
     let (plane, client) = fresh_plane().await?;
-    create_pools(&client, PoolKind::Addresses, POOLS).await?;
+    let layout = Layout::new(PoolKind::Addresses, POOLS)?;
+    layout.check_fits(total)?;
+    create_pools(&client, layout, config.create_concurrency).await?;
 
     eprintln!("bench: filling the cluster with {total} claims, addresses and statuses (written directly)");
-    let fill = fill(&client, total, config.create_concurrency.max(100)).await?;
+    let fill = fill(&client, layout, total, config.create_concurrency.max(100)).await?;
     eprintln!("bench:   filled in {:.0} s", fill.seconds);
     // One unmeasured start writes the pool statuses, so that every measured start finds the
     // cluster as a provider left it.
