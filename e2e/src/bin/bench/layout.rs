@@ -135,6 +135,16 @@ impl Layout {
         (k < self.capacity()).then(|| self.ip(self.base(i) + (k as u128 + 2) * self.step()))
     }
 
+    /// The last address (or /64) of pool `i` a provider may hand out: the one before the
+    /// broadcast address, or the pool's last /64.
+    pub fn last(&self, i: usize) -> IpAddr {
+        let last = match self.kind {
+            PoolKind::Addresses => self.size() - 2,
+            PoolKind::Prefixes => self.size() - 1,
+        };
+        self.ip(self.base(i) + last * self.step())
+    }
+
     /// Fails unless `claims` claims spread over the pools (claim k on pool k mod pools), plus
     /// one more claim on pool 0 (the warm-up or start-up probe), fit in every pool.
     pub fn check_fits(&self, claims: usize) -> Result<()> {
@@ -152,6 +162,31 @@ impl Layout {
         Ok(())
     }
 
+    /// The spec field the storm edits.
+    pub fn excluded_field(&self) -> &'static str {
+        match self.kind {
+            PoolKind::Addresses => "excludedAddresses",
+            PoolKind::Prefixes => "excludedPrefixes",
+        }
+    }
+
+    /// The entry the storm puts into the excluded list of pool `i`: its last address, or its
+    /// last /64.
+    pub fn excluded_entry(&self, i: usize) -> String {
+        match self.kind {
+            PoolKind::Addresses => self.last(i).to_string(),
+            PoolKind::Prefixes => format!("{}/64", self.last(i)),
+        }
+    }
+
+    /// The merge patch of the `nth` edit (counted from 0) of pool `i`: even edits exclude the
+    /// pool's last address, odd ones clear the list again. Either way every address a claim
+    /// gets stays in the pool.
+    pub fn edit(&self, i: usize, nth: usize) -> Value {
+        let excluded: Vec<String> = if nth.is_multiple_of(2) { vec![self.excluded_entry(i)] } else { Vec::new() };
+        json!({"spec": {self.excluded_field(): excluded}})
+    }
+
     /// Pool `i`'s index from its name `pool-<i>`.
     pub fn index(&self, name: &str) -> Result<usize> {
         let i: usize = name
@@ -163,42 +198,79 @@ impl Layout {
     }
 }
 
+/// An address range `[low, high]` of one family, as numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    v6: bool,
+    low: u128,
+    high: u128,
+}
+
+fn number(ip: IpAddr) -> (bool, u128) {
+    match ip {
+        IpAddr::V4(v4) => (false, u128::from(u32::from(v4))),
+        IpAddr::V6(v6) => (true, u128::from(v6)),
+    }
+}
+
+/// `a`, `a-b` or `a/len`.
+fn span(entry: &str) -> Option<Span> {
+    let entry = entry.trim();
+    if let Some((low, high)) = entry.split_once('-') {
+        let ((v6, low), (v6_high, high)) = (number(low.trim().parse().ok()?), number(high.trim().parse().ok()?));
+        return (v6 == v6_high).then_some(Span { v6, low, high });
+    }
+    if let Some((address, length)) = entry.split_once('/') {
+        let (v6, value) = number(address.parse().ok()?);
+        let bits = if v6 { 128 } else { 32 };
+        let length: u32 = length.parse().ok()?;
+        if length > bits {
+            return None;
+        }
+        let host = 1u128.checked_shl(bits - length).map_or(u128::MAX, |size| size - 1);
+        return Some(Span { v6, low: value & !host, high: (value & !host) | host });
+    }
+    let (v6, value) = number(entry.parse().ok()?);
+    Some(Span { v6, low: value, high: value })
+}
+
+/// The excluded entry (address, range or CIDR) that what an `IPAddress` hands out overlaps: the
+/// address itself in an address pool, the sub-prefix `address/prefix` in a prefix pool.
+pub fn excluded_hit<'a>(kind: PoolKind, excluded: &'a [String], address: &str, prefix: i32) -> Option<&'a str> {
+    let handed_out = match kind {
+        PoolKind::Addresses => span(address)?,
+        PoolKind::Prefixes => span(&format!("{address}/{prefix}"))?,
+    };
+    excluded.iter().map(String::as_str).find(|entry| {
+        span(entry).is_some_and(|e| e.v6 == handed_out.v6 && e.low <= handed_out.high && handed_out.low <= e.high)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An address as a number, and whether it is IPv6.
-    fn number(ip: IpAddr) -> (bool, u128) {
-        match ip {
-            IpAddr::V4(v4) => (false, u128::from(u32::from(v4))),
-            IpAddr::V6(v6) => (true, u128::from(v6)),
-        }
-    }
-
-    /// The first and last address of a CIDR.
-    fn bounds(cidr: &str) -> (bool, u128, u128) {
-        let (address, length) = cidr.split_once('/').unwrap();
-        let (v6, value) = number(address.parse().unwrap());
-        let host = (1u128 << ((if v6 { 128 } else { 32 }) - length.parse::<u32>().unwrap())) - 1;
-        (v6, value & !host, value | host)
-    }
-
     fn within(layout: &Layout, i: usize, ip: IpAddr) -> bool {
-        let (pool_v6, low, high) = bounds(&layout.cidr(i));
+        let pool = span(&layout.cidr(i)).unwrap();
         let (v6, value) = number(ip);
-        v6 == pool_v6 && low <= value && value <= high
+        v6 == pool.v6 && pool.low <= value && value <= pool.high
     }
 
-    /// Every k-th address of pool `i` lies in the pool, after its gateway, and the k-th are all
-    /// different.
+    /// Every k-th address of pool `i` lies in the pool, after its gateway, never on the storm's
+    /// excluded entry, and the k-th are all different.
     fn check_pool(layout: &Layout, i: usize, ks: impl Iterator<Item = usize>) {
+        let excluded = [layout.excluded_entry(i)];
         let gateway = layout.gateway(i);
         assert!(within(layout, i, gateway), "{gateway} in {}", layout.cidr(i));
+        assert!(within(layout, i, layout.last(i)), "{} in {}", layout.last(i), layout.cidr(i));
         let mut seen = std::collections::HashSet::new();
         for k in ks {
             let ip = layout.kth(i, k).unwrap_or_else(|| panic!("pool {i}: k = {k} below the capacity"));
             assert!(within(layout, i, ip), "{ip} in {}", layout.cidr(i));
+            assert_ne!(ip, gateway, "pool {i}, k = {k}");
             assert!(ip > gateway, "{ip} after the gateway {gateway}");
+            let hit = excluded_hit(layout.kind, &excluded, &ip.to_string(), layout.address_prefix());
+            assert_eq!(hit, None, "pool {i}, k = {k}: {ip}");
             assert!(seen.insert(ip), "{ip} twice");
         }
     }
@@ -210,6 +282,7 @@ mod tests {
         assert_eq!(layout.spec(255), json!({"addresses": ["10.255.0.0/16"], "prefix": 16, "gateway": "10.255.0.1"}));
         assert_eq!(layout.kth(7, 0), Some("10.7.0.2".parse().unwrap()));
         assert_eq!(layout.kth(7, 300), Some("10.7.1.46".parse().unwrap()));
+        assert_eq!(layout.last(7), "10.7.255.254".parse::<IpAddr>().unwrap());
         assert_eq!(layout.capacity(), 65_532);
         assert_eq!(layout.kth(7, 65_531), Some("10.7.255.253".parse().unwrap()));
         assert_eq!(layout.kth(7, 65_532), None);
@@ -230,12 +303,13 @@ mod tests {
         assert_eq!(layout.kth(300, 0), Some("10.1.44.2".parse().unwrap()));
         assert_eq!(layout.kth(300, 251), Some("10.1.44.253".parse().unwrap()));
         assert_eq!(layout.kth(300, 252), None);
+        assert_eq!(layout.last(300), "10.1.44.254".parse::<IpAddr>().unwrap());
         for i in [0, 255, 256, 257, 9_999] {
             check_pool(&layout, i, 0..layout.capacity());
         }
         // No two pools overlap: neighbours' ranges are disjoint, each a /24 of its own.
-        let spans: Vec<(bool, u128, u128)> = (0..10_000).map(|i| bounds(&layout.cidr(i))).collect();
-        assert!(spans.windows(2).all(|w| w[0].2 < w[1].1));
+        let spans: Vec<Span> = (0..10_000).map(|i| span(&layout.cidr(i)).unwrap()).collect();
+        assert!(spans.windows(2).all(|w| w[0].high < w[1].low));
         // 257 pools already take the /24 scheme, 65,536 is the most.
         assert_eq!(Layout::new(PoolKind::Addresses, 257).unwrap().cidr(256), "10.1.0.0/24");
         assert_eq!(Layout::new(PoolKind::Addresses, 65_536).unwrap().cidr(65_535), "10.255.255.0/24");
@@ -249,11 +323,15 @@ mod tests {
         assert_eq!(layout.spec(0), json!({"prefixes": ["fd00::/48"], "gateway": "fd00::1"}));
         assert_eq!(layout.spec(999), json!({"prefixes": ["fd00:3e7::/48"], "gateway": "fd00:3e7::1"}));
         assert_eq!(layout.kth(999, 0), Some("fd00:3e7:0:2::".parse().unwrap()));
+        assert_eq!(layout.last(999), "fd00:3e7:0:ffff::".parse::<IpAddr>().unwrap());
         assert_eq!(layout.capacity(), 65_533);
         assert_eq!(layout.kth(999, 65_532), Some("fd00:3e7:0:fffe::".parse().unwrap()));
         assert_eq!(layout.kth(999, 65_533), None);
         assert_eq!(layout.address_prefix(), 64);
         check_pool(&layout, 999, (0..1000).chain(65_000..65_533));
+        // The storm's entry for a prefix pool is its last /64, which the (k-th) /64 next to it
+        // does not overlap.
+        assert_eq!(layout.excluded_entry(1), "fd00:1:0:ffff::/64");
     }
 
     #[test]
@@ -267,6 +345,40 @@ mod tests {
         assert!(Layout::new(PoolKind::Addresses, 1).unwrap().check_fits(65_531).is_ok());
         assert!(Layout::new(PoolKind::Addresses, 1).unwrap().check_fits(65_532).is_err());
         assert!(Layout::new(PoolKind::Prefixes, 1).unwrap().check_fits(50_000).is_ok());
+    }
+
+    #[test]
+    fn the_storm_toggles_the_last_address_in_and_out_of_the_excluded_list() {
+        let layout = Layout::new(PoolKind::Addresses, 100).unwrap();
+        assert_eq!(layout.edit(42, 0), json!({"spec": {"excludedAddresses": ["10.42.255.254"]}}));
+        assert_eq!(layout.edit(42, 1), json!({"spec": {"excludedAddresses": []}}));
+        assert_eq!(layout.edit(42, 2), layout.edit(42, 0));
+        let prefixes = Layout::new(PoolKind::Prefixes, 10).unwrap();
+        assert_eq!(prefixes.edit(3, 0), json!({"spec": {"excludedPrefixes": ["fd00:3:0:ffff::/64"]}}));
+        assert_eq!(prefixes.edit(3, 1), json!({"spec": {"excludedPrefixes": []}}));
+        // The excluded entry is in the pool and hit by an address on it.
+        let excluded = [layout.excluded_entry(42)];
+        assert_eq!(excluded_hit(PoolKind::Addresses, &excluded, "10.42.255.254", 16), Some("10.42.255.254"));
+        assert_eq!(excluded_hit(PoolKind::Addresses, &excluded, "10.42.255.253", 16), None);
+        let excluded = [prefixes.excluded_entry(3)];
+        assert!(excluded_hit(PoolKind::Prefixes, &excluded, "fd00:3:0:ffff::", 64).is_some());
+        assert!(excluded_hit(PoolKind::Prefixes, &excluded, "fd00:3:0:fffe::", 64).is_none());
+    }
+
+    #[test]
+    fn excluded_entries_are_addresses_ranges_or_cidrs() {
+        let excluded = ["10.0.0.5".to_owned(), "10.0.1.0-10.0.1.9".to_owned(), "10.0.2.0/30".to_owned()];
+        let hit = |address: &str| excluded_hit(PoolKind::Addresses, &excluded, address, 16);
+        assert_eq!(hit("10.0.0.5"), Some("10.0.0.5"));
+        assert_eq!(hit("10.0.0.6"), None);
+        assert_eq!(hit("10.0.1.9"), Some("10.0.1.0-10.0.1.9"));
+        assert_eq!(hit("10.0.1.10"), None);
+        assert_eq!(hit("10.0.2.3"), Some("10.0.2.0/30"));
+        assert_eq!(hit("10.0.2.4"), None);
+        // Another family never matches.
+        assert_eq!(excluded_hit(PoolKind::Addresses, &["::/0".to_owned()], "10.0.0.5", 16), None);
+        // A prefix pool's /64 overlaps a single excluded address inside it.
+        assert!(excluded_hit(PoolKind::Prefixes, &["fd00:0:0:7::9".to_owned()], "fd00:0:0:7::", 64).is_some());
     }
 
     #[test]

@@ -86,7 +86,7 @@ async fn fill(client: &Client, layout: Layout, total: usize, concurrency: usize)
 }
 
 pub async fn measure(config: &Config) -> Result<(FillResult, Vec<StartupResult>)> {
-    let total = config.startup_addresses;
+    let total = config.startup_sizes.last().copied().unwrap_or_default();
     let (plane, client) = fresh_plane().await?;
     let layout = Layout::new(PoolKind::Addresses, POOLS)?;
     layout.check_fits(total)?;
