@@ -128,6 +128,10 @@ pub struct Config {
     /// Sizes (`IPAddress` objects) of the start-up cluster, filled in turn (empty: skip it).
     pub startup_sizes: Vec<usize>,
     pub startup_runs: usize,
+    /// The in-cluster provider starts only on start-up clusters of at most this many addresses.
+    pub peer_max_startup: usize,
+    /// Page size of the list floor's paged run.
+    pub list_page_size: u32,
     /// The ferro-ipam binary (a release build) and extra flags for it.
     pub ferro_bin: PathBuf,
     pub ferro_args: Vec<String>,
@@ -251,6 +255,12 @@ impl Config {
             peer_max_claims: number("BENCH_PEER_MAX_CLAIMS", 10_000)?,
             startup_sizes,
             startup_runs: number("BENCH_STARTUP_RUNS", runs)?,
+            peer_max_startup: number("BENCH_PEER_MAX_STARTUP", 20_000)?,
+            list_page_size: u32::try_from(number(
+                "BENCH_LIST_PAGE_SIZE",
+                crate::list_floor::DEFAULT_PAGE_SIZE as usize,
+            )?)
+            .context("BENCH_LIST_PAGE_SIZE")?,
             ferro_bin,
             ferro_args: var("BENCH_FERRO_ARGS")
                 .map(|a| a.split_whitespace().map(str::to_owned).collect())
@@ -287,6 +297,13 @@ impl Config {
     pub fn skip(&self, subject: Subject, shape: &Shape) -> Option<String> {
         (subject == Subject::InCluster && shape.claims > self.peer_max_claims)
             .then(|| format!("not run: above BENCH_PEER_MAX_CLAIMS ({})", self.peer_max_claims))
+    }
+
+    /// Why the in-cluster provider does not start on the start-up cluster of `addresses`, if it
+    /// does not.
+    pub fn skip_startup(&self, addresses: usize) -> Option<String> {
+        (addresses > self.peer_max_startup)
+            .then(|| format!("not run: above BENCH_PEER_MAX_STARTUP ({})", self.peer_max_startup))
     }
 }
 
@@ -328,7 +345,10 @@ mod tests {
         let c = config(&[]).unwrap();
         assert_eq!(c.sizes, [1000, 10_000, 50_000]);
         assert_eq!(c.startup_sizes, [20_000, 100_000]);
-        assert_eq!((c.runs, c.startup_runs, c.peer_max_claims), (3, 3, 10_000));
+        assert_eq!(
+            (c.runs, c.startup_runs, c.peer_max_claims, c.peer_max_startup, c.list_page_size),
+            (3, 3, 10_000, 20_000, 500)
+        );
         let shapes = c.shapes();
         assert_eq!(shapes.len(), 2 * 3 * 2 + 2);
         assert_eq!(shapes[0], shape(PoolKind::Addresses, 1000, 1, 0));
@@ -393,13 +413,15 @@ mod tests {
     }
 
     #[test]
-    fn the_in_cluster_provider_is_skipped_above_its_limit_and_only_it() {
-        let c = config(&[("BENCH_PEER_MAX_CLAIMS", "5000")]).unwrap();
+    fn the_in_cluster_provider_is_skipped_above_its_limits_and_only_it() {
+        let c = config(&[("BENCH_PEER_MAX_CLAIMS", "5000"), ("BENCH_PEER_MAX_STARTUP", "3000")]).unwrap();
         let big = shape(PoolKind::Addresses, 5001, 1, 0);
         assert_eq!(c.skip(Subject::InCluster, &big).as_deref(), Some("not run: above BENCH_PEER_MAX_CLAIMS (5000)"));
         assert_eq!(c.skip(Subject::FerroIpam, &big), None);
         assert_eq!(c.skip(Subject::Floor, &big), None);
         assert_eq!(c.skip(Subject::InCluster, &shape(PoolKind::Addresses, 5000, 1, 0)), None);
+        assert_eq!(c.skip_startup(3000), None);
+        assert_eq!(c.skip_startup(3001).as_deref(), Some("not run: above BENCH_PEER_MAX_STARTUP (3000)"));
     }
 
     #[test]
@@ -407,6 +429,7 @@ mod tests {
         assert_eq!(config(&[("BENCH_STARTUP_ADDRESSES", "100000,20_000")]).unwrap().startup_sizes, [20_000, 100_000]);
         assert_eq!(config(&[("BENCH_STARTUP_ADDRESSES", "5000")]).unwrap().startup_sizes, [5000]);
         assert!(config(&[("BENCH_STARTUP_ADDRESSES", "0")]).unwrap().startup_sizes.is_empty());
+        assert_eq!(config(&[("BENCH_LIST_PAGE_SIZE", "0")]).unwrap().list_page_size, 0);
         // Explicit values still override the quick defaults.
         let c = config(&[("BENCH_QUICK", "1"), ("BENCH_RUNS", "2"), ("BENCH_N", "50")]).unwrap();
         assert_eq!((c.runs, c.startup_runs, c.sizes.as_slice()), (2, 2, &[50][..]));

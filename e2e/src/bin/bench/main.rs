@@ -2,7 +2,8 @@
 //! run, N claims are created at once and timed until every one has its address, for ferro-ipam,
 //! the in-cluster provider and the floor (the same writes with no allocation logic), in every
 //! configuration (pool kind, claims, pools, pool edits a second); then each provider is started
-//! on a cluster that already holds many addresses. Configuration by environment variables (see
+//! on clusters that already hold many addresses, beside the list floor (a client that only
+//! lists what ferro-ipam lists at its start). Configuration by environment variables (see
 //! config.rs and docs/benchmarks.md); results go to `$BENCH_OUT` (default target/bench):
 //! results.json and report.md.
 
@@ -10,6 +11,7 @@ mod config;
 mod failures;
 mod floor;
 mod layout;
+mod list_floor;
 mod measure;
 mod report;
 mod run;
@@ -26,8 +28,10 @@ use report::{Bench, Skipped};
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("floor") {
-        return floor::main(&args[2..]).await;
+    match args.get(1).map(String::as_str) {
+        Some("floor") => return floor::main(&args[2..]).await,
+        Some("list-floor") => return list_floor::main(&args[2..]).await,
+        _ => {}
     }
     let config = Config::from_env()?;
     eprintln!("bench: {config:?}");
@@ -53,7 +57,7 @@ async fn main() -> Result<()> {
                             result.create_seconds,
                             result.peak_rss_mib,
                             result.cpu_seconds,
-                            result.requests.values().sum::<f64>() / shape.claims as f64,
+                            report::total(&result.requests) / shape.claims as f64,
                             match result.edits.made {
                                 0 => String::new(),
                                 made => format!(", {made} pool edits in {:.1} s", result.edits.seconds),
@@ -70,12 +74,16 @@ async fn main() -> Result<()> {
             }
         }
         if run == 0 && !config.startup_sizes.is_empty() {
-            match startup::measure(&config).await {
-                Ok((f, s)) => (bench.fill, bench.startup) = (Some(f), s),
-                Err(error) => {
-                    eprintln!("bench: start-up measurement FAILED: {error:#}");
-                    bench.failures.push(Failure::new("start-up".into(), &error));
-                }
+            let mut startup = std::mem::take(&mut bench.startup);
+            let measured = startup::measure(&config, &mut startup, &mut |progress| {
+                bench.startup = progress.clone();
+                let _ = report::write(&config, &bench);
+            })
+            .await;
+            bench.startup = startup;
+            if let Err(error) = measured {
+                eprintln!("bench: start-up measurement FAILED: {error:#}");
+                bench.failures.push(Failure::new("start-up".into(), &error));
             }
             report::write(&config, &bench)?;
         }

@@ -11,7 +11,7 @@ use crate::config::{Config, PoolKind, Shape, Subject};
 use crate::failures::{self, Failure};
 use crate::layout::MAX_WIDE_POOLS;
 use crate::run::RunResult;
-use crate::startup::{FillResult, StartupResult};
+use crate::startup::{Starter, Startup, StartupResult};
 
 /// A configuration a subject was not run in, and why (not a failure).
 #[derive(Clone, Debug, Serialize)]
@@ -28,8 +28,7 @@ pub struct Bench {
     pub runs: Vec<RunResult>,
     pub failures: Vec<Failure>,
     pub skipped: Vec<Skipped>,
-    pub fill: Option<FillResult>,
-    pub startup: Vec<StartupResult>,
+    pub startup: Startup,
 }
 
 #[derive(Serialize)]
@@ -37,6 +36,11 @@ struct Results<'a> {
     setup: BTreeMap<&'static str, String>,
     #[serde(flatten)]
     bench: &'a Bench,
+}
+
+/// The sum of request counts (0, not the -0 of an empty `sum`).
+pub fn total(requests: &BTreeMap<String, f64>) -> f64 {
+    requests.values().fold(0.0, |sum, n| sum + n)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -75,7 +79,7 @@ fn figures(runs: &[&RunResult]) -> Figures {
         max: seconds.iter().copied().fold(0.0, f64::max),
         rss: of(|r| r.peak_rss_mib),
         cpu: of(|r| r.cpu_seconds),
-        requests_per_claim: of(|r| r.requests.values().sum::<f64>() / r.shape.claims as f64),
+        requests_per_claim: of(|r| total(&r.requests) / r.shape.claims as f64),
         edits: of(|r| r.edits.made as f64),
         edit_rate: of(|r| if r.edits.seconds > 0.0 { r.edits.made as f64 / r.edits.seconds } else { 0.0 }),
         runs: runs.len(),
@@ -207,7 +211,7 @@ pub fn markdown(bench: &Bench) -> String {
     for shape in detailed {
         requests_table(&mut out, results, shape);
     }
-    startup_tables(&mut out, bench.fill.as_ref(), &bench.startup);
+    startup_tables(&mut out, &bench.startup);
     out
 }
 
@@ -251,38 +255,116 @@ fn requests_table(out: &mut String, results: &[RunResult], shape: Shape) {
     }
 }
 
-fn startup_tables(out: &mut String, fill: Option<&FillResult>, startup: &[StartupResult]) {
-    if !startup.is_empty() {
-        let total = startup[0].addresses;
-        let _ =
-            writeln!(out, "\n### Start-up on a cluster holding {total} IPAddress objects (and their claims; median)\n");
-        let _ = writeln!(out, "| subject | runs | ready | first new claim served | peak RSS | CPU | API requests |");
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
-        for s in [Subject::FerroIpam, Subject::InCluster] {
-            let runs: Vec<&StartupResult> = startup.iter().filter(|r| r.subject == s).collect();
-            if runs.is_empty() {
+/// Median figures of one (size, starter) of the start-up part.
+struct StartFigures {
+    runs: usize,
+    ready: f64,
+    first_claim: Option<f64>,
+    peak: f64,
+    steady: Option<f64>,
+    cpu: f64,
+    requests: f64,
+}
+
+fn start_figures(runs: &[&StartupResult]) -> StartFigures {
+    let of = |f: fn(&StartupResult) -> f64| median(runs.iter().map(|r| f(r)).collect());
+    let of_some = |f: fn(&StartupResult) -> Option<f64>| {
+        let values: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
+        (!values.is_empty()).then(|| median(values))
+    };
+    StartFigures {
+        runs: runs.len(),
+        ready: of(|r| r.ready_seconds),
+        first_claim: of_some(|r| r.first_claim_seconds),
+        peak: of(|r| r.peak_rss_mib),
+        steady: of_some(|r| r.steady_rss_mib),
+        cpu: of(|r| r.cpu_seconds),
+        requests: of(|r| total(&r.requests)),
+    }
+}
+
+/// Bytes of resident memory per claim: (steady RSS − idle RSS) / claims.
+pub fn bytes_per_claim(steady_mib: f64, idle_mib: f64, claims: usize) -> f64 {
+    (steady_mib - idle_mib) * 1024.0 * 1024.0 / claims as f64
+}
+
+fn startup_tables(out: &mut String, startup: &Startup) {
+    if startup.results.is_empty() && startup.skipped.is_empty() {
+        return;
+    }
+    let mut sizes: Vec<usize> = startup.results.iter().map(|r| r.addresses).collect();
+    sizes.extend(startup.skipped.iter().map(|s| s.addresses));
+    sizes.sort_unstable();
+    sizes.dedup();
+    let _ = writeln!(
+        out,
+        "\n### Start-up on a cluster holding N IPAddress objects and their claims, over 100 pools (median)\n"
+    );
+    let _ = writeln!(
+        out,
+        "Ready: ferro-ipam's /readyz, the in-cluster provider's controllers all running, the list floor's exit \
+         (process start to the end of its lists of everything ferro-ipam lists). First claim: a claim created at \
+         ready has its address. Steady RSS: once the API is quiet after that claim. Bytes per claim: (steady RSS \
+         − ferro-ipam's idle RSS) / N.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| addresses | subject | runs | ready | ready / list floor | first new claim served | first claim − ready | peak RSS | steady RSS | peak / steady | bytes per claim | CPU | API requests |"
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for size in sizes {
+        let of = |starter: Starter| {
+            let runs: Vec<&StartupResult> =
+                startup.results.iter().filter(|r| r.addresses == size && r.subject == starter).collect();
+            (!runs.is_empty()).then(|| start_figures(&runs))
+        };
+        let floor = of(Starter::ListFloor);
+        for starter in Starter::ALL {
+            let Some(f) = of(starter) else {
+                if let Some(skip) = startup.skipped.iter().find(|s| s.addresses == size && s.subject == starter) {
+                    let _ = writeln!(out, "| {size} | {} | 0 | {} | | | | | | | | | |", starter.name(), skip.reason);
+                }
                 continue;
-            }
-            let of = |f: fn(&StartupResult) -> f64| median(runs.iter().map(|r| f(r)).collect());
+            };
+            let provider = matches!(starter, Starter::FerroIpam | Starter::InCluster);
+            let against_floor = match (&floor, provider) {
+                (Some(floor), true) => format!("{:.2}", f.ready / floor.ready),
+                _ => "-".into(),
+            };
+            let seconds = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} s"));
+            let mib = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} MiB"));
+            let per_claim = match (starter, f.steady, startup.idle_rss_mib) {
+                (Starter::FerroIpam, Some(steady), Some(idle)) => {
+                    format!("{:.0} B", bytes_per_claim(steady, idle, size))
+                }
+                _ => "-".into(),
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} s | {:.1} s | {:.0} MiB | {:.1} s | {:.0} |",
-                s.name(),
-                runs.len(),
-                of(|r| r.ready_seconds),
-                of(|r| r.first_claim_seconds),
-                of(|r| r.peak_rss_mib),
-                of(|r| r.cpu_seconds),
-                of(|r| r.requests.values().sum())
+                "| {size} | {} | {} | {:.2} s | {against_floor} | {} | {} | {:.0} MiB | {} | {} | {per_claim} | {:.1} s | {:.0} |",
+                starter.name(),
+                f.runs,
+                f.ready,
+                seconds(f.first_claim),
+                seconds(f.first_claim.map(|c| c - f.ready)),
+                f.peak,
+                mib(f.steady),
+                f.steady.map_or("-".into(), |s| format!("{:.2}", f.peak / s)),
+                f.cpu,
+                f.requests,
             );
         }
-        if let Some(fill) = fill {
-            let _ = writeln!(
-                out,
-                "\nFilling that cluster (the benchmark writes each claim, its address and its status directly) took {:.0} s for {} claims.",
-                fill.seconds, fill.claims
-            );
-        }
+    }
+    let _ = writeln!(out);
+    if let Some(idle) = startup.idle_rss_mib {
+        let _ = writeln!(out, "ferro-ipam's idle RSS (100 pools, no claims, 2 s after /readyz): {idle:.1} MiB.");
+    }
+    for fill in &startup.fills {
+        let _ = writeln!(
+            out,
+            "Filling from {} to {} claims (the benchmark writes each claim, its address and its status directly) took {:.0} s.",
+            fill.from, fill.claims, fill.seconds
+        );
     }
 }
 
@@ -305,6 +387,8 @@ pub fn setup(config: &Config) -> BTreeMap<&'static str, String> {
     setup.insert("create_concurrency", config.create_concurrency.to_string());
     setup.insert("floor_concurrency", config.floor_concurrency.to_string());
     setup.insert("peer_max_claims", config.peer_max_claims.to_string());
+    setup.insert("peer_max_startup", config.peer_max_startup.to_string());
+    setup.insert("list_page_size", config.list_page_size.to_string());
     setup
 }
 
@@ -321,6 +405,7 @@ pub fn write(config: &Config, bench: &Bench) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::startup::{FillResult, StartupSkip};
     use crate::storm::Edits;
 
     fn shape(claims: usize, pools: usize, edits_per_second: u32) -> Shape {
@@ -390,5 +475,60 @@ mod tests {
             "{report}"
         );
         assert!(report.contains("(1000 claims, 10 pool(s) of addresses, 20 pool edits/s"), "{report}");
+    }
+
+    fn start(
+        subject: Starter,
+        addresses: usize,
+        ready: f64,
+        first: Option<f64>,
+        peak: f64,
+        steady: Option<f64>,
+    ) -> StartupResult {
+        StartupResult {
+            subject,
+            addresses,
+            run: 0,
+            ready_seconds: ready,
+            first_claim_seconds: first,
+            peak_rss_mib: peak,
+            steady_rss_mib: steady,
+            cpu_seconds: 1.0,
+            requests: BTreeMap::new(),
+            page_size: None,
+            listed: None,
+        }
+    }
+
+    #[test]
+    fn startup_rows_give_the_ratio_to_the_list_floor_and_bytes_per_claim() {
+        let startup = Startup {
+            idle_rss_mib: Some(10.0),
+            fills: vec![FillResult { from: 0, claims: 2000, seconds: 12.0 }],
+            results: vec![
+                start(Starter::ListFloor, 2000, 0.5, None, 20.0, None),
+                start(Starter::ListFloorUnpaged, 2000, 0.4, None, 25.0, None),
+                start(Starter::FerroIpam, 2000, 1.0, Some(1.5), 40.0, Some(20.0)),
+            ],
+            skipped: vec![StartupSkip {
+                subject: Starter::InCluster,
+                addresses: 2000,
+                reason: "not run: above BENCH_PEER_MAX_STARTUP (1000)".into(),
+            }],
+        };
+        let report = markdown(&Bench { startup, ..Bench::default() });
+        // (20 − 10) MiB over 2000 claims: 5243 bytes each.
+        assert!(
+            report.contains("| 2000 | ferro-ipam | 1 | 1.00 s | 2.00 | 1.5 s | 0.5 s | 40 MiB | 20 MiB | 2.00 | 5243 B | 1.0 s | 0 |"),
+            "{report}"
+        );
+        assert!(report.contains("| 2000 | list floor | 1 | 0.50 s | - | - | - | 20 MiB | - | - | - |"), "{report}");
+        assert!(report.contains("| 2000 | list floor (unpaged) | 1 | 0.40 s |"), "{report}");
+        assert!(
+            report.contains("| 2000 | in-cluster | 0 | not run: above BENCH_PEER_MAX_STARTUP (1000) |"),
+            "{report}"
+        );
+        assert!(report.contains("idle RSS (100 pools, no claims, 2 s after /readyz): 10.0 MiB"), "{report}");
+        assert!(!report.contains("FAILED"));
     }
 }
