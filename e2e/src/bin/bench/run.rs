@@ -100,8 +100,8 @@ pub async fn create_pools(client: &Client, layout: Layout, concurrency: usize) -
     Ok(())
 }
 
-/// How long to wait for work on every pool (protecting them, a provider's start on them): a
-/// minute, and 50 ms more per pool.
+/// How long to wait for work on every pool (protecting them, a provider's start on them):
+/// `base`, and 50 ms more per pool.
 pub fn per_pool_timeout(base: Duration, pools: usize) -> Duration {
     base + Duration::from_millis(50) * pools as u32
 }
@@ -147,7 +147,7 @@ pub async fn wait_pools_protected(client: &Client, kind: PoolKind, count: usize,
         if protected != protected_before {
             (protected_before, progress_at) = (protected, Instant::now());
         }
-        if touched == 0 && progress_at.elapsed() > Duration::from_secs(10) {
+        if touched == 0 && !unprotected.is_empty() && progress_at.elapsed() > Duration::from_secs(10) {
             for name in &unprotected {
                 let patch = json!({"metadata": {"annotations": {"bench.ferro-ipam.dev/touched": "true"}}});
                 api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
