@@ -130,33 +130,38 @@ pub async fn wait_pools_protected(client: &Client, kind: PoolKind, count: usize,
     let _driver = AbortOnDrop(tokio::spawn(async move {
         stream.for_each(|_| async {}).await;
     }));
-    tokio::time::timeout(timeout, store.wait_until_ready()).await.context("listing the pools")??;
-    let started = Instant::now();
-    let (mut touched, mut protected_before, mut progress_at) = (0, 0, Instant::now());
-    loop {
-        let pools = store.state();
-        let unprotected: Vec<String> = pools
-            .iter()
-            .filter(|p| !p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER))
-            .map(|p| p.name_any())
-            .collect();
-        if pools.len() == count && unprotected.is_empty() {
-            return Ok(touched);
-        }
-        let protected = pools.len() - unprotected.len();
-        if protected != protected_before {
-            (protected_before, progress_at) = (protected, Instant::now());
-        }
-        if touched == 0 && !unprotected.is_empty() && progress_at.elapsed() > Duration::from_secs(10) {
-            for name in &unprotected {
-                let patch = json!({"metadata": {"annotations": {"bench.ferro-ipam.dev/touched": "true"}}});
-                api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let protected = |pools: &[std::sync::Arc<DynamicObject>]| {
+        pools.iter().filter(|p| p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER)).count()
+    };
+    // The deadline covers the touches too: on an API server that a provider floods, they are slow.
+    let waited = tokio::time::timeout(timeout, async {
+        store.wait_until_ready().await.context("listing the pools")?;
+        let (mut touched, mut protected_before, mut progress_at) = (0, 0, Instant::now());
+        loop {
+            let pools = store.state();
+            let now_protected = protected(&pools);
+            if pools.len() == count && now_protected == count {
+                return anyhow::Ok(touched);
             }
-            touched = unprotected.len();
-            eprintln!("bench:   {touched} pool(s) still unprotected after 10 s without progress: touched them");
+            if now_protected != protected_before {
+                (protected_before, progress_at) = (now_protected, Instant::now());
+            }
+            if touched == 0 && now_protected < pools.len() && progress_at.elapsed() > Duration::from_secs(10) {
+                let unprotected = pools.iter().filter(|p| !p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER));
+                for pool in unprotected {
+                    let patch = json!({"metadata": {"annotations": {"bench.ferro-ipam.dev/touched": "true"}}});
+                    api.patch(&pool.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                    touched += 1;
+                }
+                eprintln!("bench:   {touched} pool(s) still unprotected after 10 s without progress: touched them");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        ensure!(started.elapsed() < timeout, "{} of {count} pools protected after {timeout:?}", protected);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
+    match waited {
+        Ok(touched) => touched,
+        Err(_) => bail!("{} of {count} pools protected after {timeout:?}", protected(&store.state())),
     }
 }
 
