@@ -115,12 +115,17 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// How long the pools' protection may make no progress before the unprotected pools are
+/// touched. Long enough that a provider busy with thousands of pools at its start, and failing
+/// requests for a while, is not handed thousands more events.
+const TOUCH_AFTER: Duration = Duration::from_secs(30);
+
 /// Waits until every pool carries the deletion-protection finalizer: both providers add it
 /// before they allocate from a pool (ferro-ipam waits for it). The pools are read from one
-/// watch (a paged list, then events), not polled. When 10 s pass without a pool getting
-/// protected, the pools still unprotected are touched (an annotation) once, so that their
-/// controller sees an event; returns how many pools needed that (a provider that misses pools
-/// existing at its start shows up here).
+/// watch (a paged list, then events), not polled. When [`TOUCH_AFTER`] passes without a pool
+/// getting protected, the pools still unprotected are touched (an annotation) once, so that
+/// their controller sees an event; returns how many pools needed that (a provider that misses
+/// pools existing at its start shows up here).
 pub async fn wait_pools_protected(client: &Client, kind: PoolKind, count: usize, timeout: Duration) -> Result<usize> {
     let api = pools_api(client, kind);
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("ipam.cluster.x-k8s.io", "v1alpha2", kind.kind()));
@@ -146,14 +151,16 @@ pub async fn wait_pools_protected(client: &Client, kind: PoolKind, count: usize,
             if now_protected != protected_before {
                 (protected_before, progress_at) = (now_protected, Instant::now());
             }
-            if touched == 0 && now_protected < pools.len() && progress_at.elapsed() > Duration::from_secs(10) {
+            if touched == 0 && now_protected < pools.len() && progress_at.elapsed() > TOUCH_AFTER {
                 let unprotected = pools.iter().filter(|p| !p.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER));
                 for pool in unprotected {
                     let patch = json!({"metadata": {"annotations": {"bench.ferro-ipam.dev/touched": "true"}}});
                     api.patch(&pool.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
                     touched += 1;
                 }
-                eprintln!("bench:   {touched} pool(s) still unprotected after 10 s without progress: touched them");
+                eprintln!(
+                    "bench:   {touched} pool(s) still unprotected after {TOUCH_AFTER:?} without progress: touched them"
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
