@@ -1,15 +1,15 @@
 //! The floor: a plain client that makes ferro-ipam's writes for every claim (finalizer patch,
 //! `IPAddress` create, status patch, as `src/controller/claim/mod.rs` does) with no allocation
-//! logic (pool `pool-<i>` holds `10.<i>.0.0/16`, or as a prefix pool `fd00:<i>::/48`; the k-th
-//! claim seen gets its k-th address, or /64).
+//! logic: the k-th claim seen of pool `pool-<i>` gets the pool's k-th address, or /64, of the
+//! benchmark's layout (layout.rs), which it checks against the pools it finds at its start.
 //! It runs as a process of its own (`ferro-ipam-bench floor ...`) so that its memory and CPU are
 //! measured like a provider's.
 
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, bail, ensure};
 use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
 use ferro_ipam::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use ferro_ipam::api::{InClusterIPPool, InClusterPrefixPool};
@@ -21,6 +21,9 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Config, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
+
+use crate::config::PoolKind;
+use crate::layout::Layout;
 
 /// `floor --kubeconfig PATH --namespace NS --concurrency N`
 pub async fn main(args: &[String]) -> Result<()> {
@@ -36,21 +39,44 @@ pub async fn main(args: &[String]) -> Result<()> {
     let namespace = flag("--namespace")?;
     let concurrency: usize = flag("--concurrency")?.parse()?;
 
-    let mut pools: HashMap<String, String> = Api::<InClusterIPPool>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
-        .collect();
-    for pool in Api::<InClusterPrefixPool>::namespaced(client.clone(), &namespace).list(&ListParams::default()).await? {
-        pools.insert(pool.name_any(), pool.uid().unwrap_or_default());
+    // Each pool: its name, UID and CIDRs.
+    let ip_pools: Vec<(String, Option<String>, Vec<String>)> =
+        Api::<InClusterIPPool>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .map(|p| (p.name_any(), p.uid(), p.spec.addresses))
+            .collect();
+    let prefix_pools: Vec<(String, Option<String>, Vec<String>)> =
+        Api::<InClusterPrefixPool>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .map(|p| (p.name_any(), p.uid(), p.spec.prefixes))
+            .collect();
+    let mut pools: HashMap<String, String> = HashMap::new();
+    let mut layouts: HashMap<&str, Layout> = HashMap::new();
+    for (kind, found) in [(PoolKind::Addresses, ip_pools), (PoolKind::Prefixes, prefix_pools)] {
+        if found.is_empty() {
+            continue;
+        }
+        let layout = Layout::new(kind, found.len())?;
+        for (name, uid, cidrs) in found {
+            let i = layout.index(&name)?;
+            ensure!(
+                cidrs == [layout.cidr(i)],
+                "pool {name} holds {cidrs:?}, not {} as the layout says",
+                layout.cidr(i)
+            );
+            pools.insert(name, uid.unwrap_or_default());
+        }
+        layouts.insert(kind.kind(), layout);
     }
     let pools = Arc::new(pools);
     let claims: Api<IPAddressClaim> = Api::namespaced_with(client.clone(), &namespace, &capi().claim_resource());
     let addresses: Api<IPAddress> = Api::namespaced_with(client.clone(), &namespace, &capi().address_resource());
     let slots = Arc::new(Semaphore::new(concurrency));
-    let mut next: HashMap<String, u32> = HashMap::new();
+    let mut next: HashMap<String, usize> = HashMap::new();
     let mut seen: HashSet<String> = HashSet::new();
     let mut events = watcher::watcher(claims.clone(), watcher::Config::default()).boxed();
     while let Some(event) = events.next().await {
@@ -67,20 +93,20 @@ pub async fn main(args: &[String]) -> Result<()> {
         }
         let pool = claim.spec.pool_ref.name.clone();
         let counter = next.entry(pool.clone()).or_insert(0);
-        let offset = *counter + 2;
+        let k = *counter;
         *counter += 1;
-        let Some(index) = pool.strip_prefix("pool-").and_then(|i| i.parse::<u8>().ok()) else {
-            bail!("claim {} names pool {pool:?}, not pool-<i>", claim.name_any());
+        let Some(layout) = layouts.get(claim.spec.pool_ref.kind.as_str()) else {
+            bail!("claim {} names a pool of kind {:?}, which has no pools", claim.name_any(), claim.spec.pool_ref.kind);
         };
-        let ip = if claim.spec.pool_ref.kind == "InClusterPrefixPool" {
-            IpAddr::V6(Ipv6Addr::new(0xfd00, u16::from(index), 0, offset as u16, 0, 0, 0, 0))
-        } else {
-            IpAddr::V4(Ipv4Addr::new(10, index, (offset / 256) as u8, (offset % 256) as u8))
+        let index = layout.index(&pool)?;
+        let Some(ip) = layout.kth(index, k) else {
+            bail!("pool {pool} is full: {k} claims");
         };
+        let address = Allocated { ip, prefix: layout.address_prefix(), gateway: layout.gateway(index) };
         let permit = slots.clone().acquire_owned().await?;
         let (claims, addresses, pools) = (claims.clone(), addresses.clone(), pools.clone());
         tokio::spawn(async move {
-            if let Err(error) = fulfil(&claims, &addresses, &pools, &claim, ip).await {
+            if let Err(error) = fulfil(&claims, &addresses, &pools, &claim, address).await {
                 eprintln!("floor: {}: {error:#}", claim.name_any());
             }
             drop(permit);
@@ -89,13 +115,24 @@ pub async fn main(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// What a claim gets: the address (or sub-prefix), its prefix and the pool's gateway.
+#[derive(Clone, Copy, Debug)]
+pub struct Allocated {
+    pub ip: IpAddr,
+    pub prefix: i32,
+    pub gateway: IpAddr,
+}
+
+/// Writes what a provider writes for `claim`: its finalizer, its `IPAddress` holding `address`,
+/// and its status.
 pub async fn fulfil(
     claims: &Api<IPAddressClaim>,
     addresses: &Api<IPAddress>,
     pools: &HashMap<String, String>,
     claim: &IPAddressClaim,
-    ip: IpAddr,
+    address: Allocated,
 ) -> Result<()> {
+    let Allocated { ip, prefix, gateway } = address;
     let name = claim.name_any();
     if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
         let mut finalizers = claim.finalizers().to_vec();
@@ -107,10 +144,6 @@ pub async fn fulfil(
 
     let pool = &claim.spec.pool_ref.name;
     let kind = &claim.spec.pool_ref.kind;
-    let (prefix, gateway) = match ip {
-        IpAddr::V4(v4) => (16, format!("10.{}.0.1", v4.octets()[1])),
-        IpAddr::V6(v6) => (64, format!("fd00:{:x}::1", v6.segments()[1])),
-    };
     let address: IPAddress = serde_json::from_value(json!({
         "apiVersion": capi().address_resource().api_version,
         "kind": "IPAddress",
@@ -129,7 +162,7 @@ pub async fn fulfil(
             "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": kind, "name": pool},
             "address": ip.to_string(),
             "prefix": prefix,
-            "gateway": gateway,
+            "gateway": gateway.to_string(),
         },
     }))?;
     addresses.create(&PostParams::default(), &address).await?;

@@ -1,92 +1,95 @@
 //! `ferro-ipam-bench` (`make bench`): the end-to-end benchmark. On one fresh control plane per
 //! run, N claims are created at once and timed until every one has its address, for ferro-ipam,
-//! the in-cluster provider and the floor (the same writes with no allocation logic); then each
-//! provider is started on a cluster that already holds many addresses. Configuration by
-//! environment variables (see config.rs and docs/benchmarks.md); results go to
-//! `$BENCH_OUT` (default target/bench): results.json and report.md.
+//! the in-cluster provider and the floor (the same writes with no allocation logic), in every
+//! configuration (pool kind, claims, pools, pool edits a second); then each provider is started
+//! on clusters that already hold many addresses, beside the list floor (a client that only
+//! lists what ferro-ipam lists at its start). Configuration by environment variables (see
+//! config.rs and docs/benchmarks.md); results go to `$BENCH_OUT` (default target/bench):
+//! results.json and report.md.
 
 mod config;
 mod failures;
 mod floor;
+mod layout;
+mod list_floor;
 mod measure;
 mod report;
 mod run;
 mod startup;
+mod storm;
 mod subject;
 
 use anyhow::Result;
 
-use config::{Config, PoolKind};
+use config::Config;
 use failures::Failure;
-
-/// Every configuration: pool kind, claims, pools.
-fn shapes(config: &Config) -> Vec<(PoolKind, usize, usize)> {
-    let mut all = Vec::new();
-    for &kind in &config.kinds {
-        for &claims in &config.sizes {
-            for &pools in &config.pool_counts {
-                all.push((kind, claims, pools));
-            }
-        }
-    }
-    all
-}
+use report::{Bench, Skipped};
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("floor") {
-        return floor::main(&args[2..]).await;
+    match args.get(1).map(String::as_str) {
+        Some("floor") => return floor::main(&args[2..]).await,
+        Some("list-floor") => return list_floor::main(&args[2..]).await,
+        _ => {}
     }
     let config = Config::from_env()?;
     eprintln!("bench: {config:?}");
-    let mut runs = Vec::new();
-    let mut failed: Vec<Failure> = Vec::new();
-    let (mut fill, mut startup) = (None, Vec::new());
+    let mut bench = Bench::default();
     // Runs are the outer loop: after the first pass every configuration has a result, and each
     // further pass adds to the medians. The start-up measurement comes after the first pass.
     for run in 0..config.runs {
-        for (kind, claims, pools) in shapes(&config) {
+        for shape in config.shapes() {
             for subject in config::order(&config.subjects, run) {
-                eprintln!(
-                    "bench: {} with {claims} claims over {pools} pool(s) of {}, run {} ...",
-                    subject.name(),
-                    kind.name(),
-                    run + 1
-                );
-                match run::allocation(&config, subject, kind, claims, pools, run).await {
+                if let Some(reason) = config.skip(subject, &shape) {
+                    if run == 0 {
+                        eprintln!("bench: {} with {}: {reason}", subject.name(), shape.describe());
+                        bench.skipped.push(Skipped { subject, shape, reason });
+                    }
+                    continue;
+                }
+                eprintln!("bench: {} with {}, run {} ...", subject.name(), shape.describe(), run + 1);
+                match run::allocation(&config, subject, shape, run).await {
                     Ok(result) => {
                         eprintln!(
-                            "bench:   {:.1} s ({:.1} s creating), {:.0} MiB peak, {:.1} s CPU, {:.2} requests per claim",
+                            "bench:   {:.1} s ({:.1} s creating), {:.0} MiB peak, {:.1} s CPU, {:.2} requests per claim{}",
                             result.seconds,
                             result.create_seconds,
                             result.peak_rss_mib,
                             result.cpu_seconds,
-                            result.requests.values().sum::<f64>() / claims as f64
+                            report::total(&result.requests) / shape.claims as f64,
+                            match result.edits.made {
+                                0 => String::new(),
+                                made => format!(", {made} pool edits in {:.1} s", result.edits.seconds),
+                            }
                         );
-                        runs.push(result);
+                        bench.runs.push(result);
                     }
                     Err(error) => {
                         eprintln!("bench:   FAILED: {error:#}");
-                        failed.push(Failure::of_run(subject, kind, claims, pools, run, &error));
+                        bench.failures.push(Failure::of_run(subject, &shape, run, &error));
                     }
                 }
-                report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
+                report::write(&config, &bench)?;
             }
         }
-        if run == 0 && config.startup_addresses > 0 {
-            match startup::measure(&config).await {
-                Ok((f, s)) => (fill, startup) = (Some(f), s),
-                Err(error) => {
-                    eprintln!("bench: start-up measurement FAILED: {error:#}");
-                    failed.push(Failure::new("start-up".into(), &error));
-                }
+        if run == 0 && !config.startup_sizes.is_empty() {
+            let mut startup = std::mem::take(&mut bench.startup);
+            let measured = startup::measure(&config, &mut startup, &mut |progress| {
+                bench.startup = progress.clone();
+                let _ = report::write(&config, &bench);
+            })
+            .await;
+            bench.startup = startup;
+            if let Err(error) = measured {
+                eprintln!("bench: start-up measurement FAILED: {error:#}");
+                bench.failures.push(Failure::new("start-up".into(), &error));
             }
-            report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
+            report::write(&config, &bench)?;
         }
     }
-    let report = report::write(&config, &runs, &failed, fill.as_ref(), &startup)?;
+    let report = report::write(&config, &bench)?;
     println!("{report}");
     eprintln!("bench: results in {}", config.out_dir.display());
-    failures::verdict(&failed)
+    failures::verdict(&bench.failures)
 }

@@ -89,22 +89,20 @@ pub async fn quiescent(client: &Client, limit: Duration) -> Result<RequestCounts
     }
 }
 
-/// Peak resident memory and CPU time of a process, from /proc.
+/// Peak and current resident memory and CPU time of a process, from /proc.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcStats {
+    /// VmHWM.
     pub peak_rss_mib: f64,
+    /// VmRSS.
+    pub rss_mib: f64,
     pub cpu_seconds: f64,
 }
 
 impl ProcStats {
     pub fn of(pid: u32) -> Result<ProcStats> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let hwm_kib: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .context("VmHWM in /proc/PID/status")?;
+        let (hwm_kib, rss_kib) = (kib(&status, "VmHWM")?, kib(&status, "VmRSS")?);
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
         // Fields after the command name (which may hold spaces) start at field 3; utime and
         // stime are fields 14 and 15.
@@ -113,8 +111,18 @@ impl ProcStats {
         let ticks: f64 = fields.get(11..13).into_iter().flatten().filter_map(|v| v.parse::<f64>().ok()).sum();
         // SAFETY: sysconf has no preconditions.
         let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        Ok(ProcStats { peak_rss_mib: hwm_kib / 1024.0, cpu_seconds: ticks / per_second })
+        Ok(ProcStats { peak_rss_mib: hwm_kib / 1024.0, rss_mib: rss_kib / 1024.0, cpu_seconds: ticks / per_second })
     }
+}
+
+/// The value of the line `<field>:   <n> kB` of /proc/PID/status.
+fn kib(status: &str, field: &str) -> Result<f64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|rest| rest.strip_prefix(':')))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("{field} in /proc/PID/status"))
 }
 
 #[cfg(test)]
@@ -132,5 +140,16 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="coord
         assert_eq!(counts.0.get("POST ipaddresses"), Some(&7.0));
         assert_eq!(counts.0.get("PATCH ipaddressclaims/status"), Some(&5.0));
         assert_eq!(counts.0.len(), 2);
+    }
+
+    #[test]
+    fn peak_and_current_memory_are_read_from_their_own_lines() {
+        let status = "Name:\tferro-ipam\nVmPeak:\t  900000 kB\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n";
+        assert_eq!(kib(status, "VmHWM").unwrap(), 20480.0);
+        assert_eq!(kib(status, "VmRSS").unwrap(), 10240.0);
+        assert!(kib(status, "VmSwap").is_err());
+        // This process has both.
+        let own = ProcStats::of(std::process::id()).unwrap();
+        assert!(own.rss_mib > 0.0 && own.peak_rss_mib >= own.rss_mib, "{own:?}");
     }
 }
