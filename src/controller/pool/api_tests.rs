@@ -2,6 +2,7 @@
 //! the status with its counts, the Event of an invalid pool, and a conflict on the finalizer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::Method;
 use kube::runtime::watcher::Event;
@@ -160,4 +161,40 @@ async fn a_conflict_on_the_finalizer_is_an_expected_retry() {
     assert_eq!(error.metric_label(), "conflict");
     assert_eq!(error.retry_after(), std::time::Duration::from_millis(200));
     assert!(!error.to_string().contains("Status {"), "the message carries a debug struct: {error}");
+}
+
+/// The `used` count the pool's metrics show, for IPv4.
+fn used_in_metrics(world: &World) -> Option<String> {
+    let text = world.ctx.metrics.encode();
+    let line = text.lines().find(|l| l.starts_with("ferro_ipam_pool_addresses") && l.contains("state=\"used\""))?;
+    line.rsplit(' ').next().map(str::to_owned)
+}
+
+#[tokio::test]
+async fn a_pool_written_just_now_is_not_reported_again_until_its_write_interval_has_passed() {
+    let (client, api) = MockApi::client(vec![Expect::new(Method::PATCH, pool_path("/status")).answer(200, answer())]);
+    let pool = pool(&["10.0.0.10-10.0.0.20"], &[PROTECT_POOL_FINALIZER], false);
+    let mut world = world_with(&pool, &[("a", "10.0.0.10")], client);
+    world.claims.apply_watcher_event(&Event::Init);
+    for name in ["a", "b"] {
+        world.claims.apply_watcher_event(&Event::InitApply(crate::controller::claim::fixtures::claim(name, "pool")));
+    }
+    world.claims.apply_watcher_event(&Event::InitDone);
+    // Writes at least 500 ms apart, as deployed.
+    Arc::get_mut(&mut world.ctx).expect("not shared yet").pool_writes =
+        crate::controller::pool::WriteThrottle::new(Duration::from_millis(500), Duration::from_secs(5), 20);
+    super::reconcile(Arc::new(pool.clone()), world.ctx.clone()).await.expect("status written");
+    api.finish();
+    assert_eq!(used_in_metrics(&world).as_deref(), Some("1.0"));
+
+    // One more address: the wake-up that follows finds the pool written a moment ago. It waits
+    // out the interval without walking the pool's holders (the metrics are not touched) and
+    // without a request (the script holds none).
+    world.ctx.index.set_hold(&pool.key(), &HolderKey::new("ns", "b"), HoldKind::Object, "10.0.0.11".parse().ok());
+    let action = super::reconcile(Arc::new(pool), world.ctx.clone()).await.expect("deferred");
+    api.finish();
+    assert_eq!(api.sent().len(), 1, "only the first status write: {:?}", api.sent());
+    let wait = format!("{action:?}");
+    assert!(wait.contains("requeue_after: Some("), "not requeued: {wait}");
+    assert_eq!(used_in_metrics(&world).as_deref(), Some("1.0"), "the report was computed anyway");
 }

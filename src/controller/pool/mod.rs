@@ -33,6 +33,16 @@ fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
 pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     ctx.index.wait_ready().await;
     let key = pool.key();
+    let protected = pool.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER);
+    // A pool whose status was written just now would wait below anyway (see WriteThrottle):
+    // its report, which walks every holder of the pool, waits with it. Every allocation wakes
+    // its pool, so computing it each time cost a pool of N claims N x N during a storm.
+    if protected
+        && pool.meta().deletion_timestamp.is_none()
+        && let Some(wait) = ctx.pool_writes.wait(&key)
+    {
+        return Ok(Action::requeue(wait));
+    }
     let mut report = ctx.index.report(&key);
     // Until the claims are listed every address would look unclaimed: say nothing before then.
     let claims_listed = futures::FutureExt::now_or_never(ctx.claims.wait_until_ready()).is_some_and(|r| r.is_ok());

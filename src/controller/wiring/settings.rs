@@ -97,3 +97,25 @@ impl Settings {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::InitialListStrategy;
+
+    #[test]
+    fn the_listing_flags_reach_every_watch_configuration() {
+        let paged = Settings::default().unfiltered();
+        assert_eq!((paged.page_size, paged.initial_list_strategy), (Some(500), InitialListStrategy::ListWatch));
+
+        let settings = Settings {
+            listing: Listing { page_size: 0, streaming: true },
+            watch_filter: Some("team-a".into()),
+            ..Settings::default()
+        };
+        let filtered = settings.filtered();
+        assert_eq!(filtered.page_size, None, "0 lists unpaged");
+        assert_eq!(filtered.initial_list_strategy, InitialListStrategy::StreamingList);
+        assert_eq!(filtered.label_selector.as_deref(), Some("cluster.x-k8s.io/watch-filter=team-a"));
+    }
+}
