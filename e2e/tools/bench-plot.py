@@ -34,6 +34,12 @@ def configuration(run):
     return run.get("kind", "addresses"), run["pools"], run.get("edits_per_second", 0) or 0
 
 
+def mark(ax, point, style, marker, size, label, note, rise):
+    """One configuration as a lone marker with a note beside it."""
+    ax.plot([point[0]], [point[1]], color=style["color"], marker=marker, markersize=size, linestyle="none", label=label)
+    ax.annotate(note, point, textcoords="offset points", xytext=(6, rise), fontsize=7)
+
+
 def main(source, target):
     with open(source) as f:
         results = json.load(f)
@@ -69,31 +75,13 @@ def main(source, target):
             # Many pools (one claim or a few each): a star per configuration.
             many = sorted((p, n, rate) for (_, p, e, s, n), rate in here.items() if s == subject and e == 0 and p > MAX_WIDE_POOLS)
             for number, (pools, n, rate) in enumerate(many):
-                ax.plot(
-                    [n],
-                    [rate],
-                    color=style["color"],
-                    marker="*",
-                    markersize=14,
-                    linestyle="none",
-                    label=f"{style['label']}, {pools} pools" if number == 0 else None,
-                )
-                ax.annotate(f"{pools} pools", (n, rate), textcoords="offset points", xytext=(6, 4), fontsize=7)
+                mark(ax, (n, rate), style, "*", 14, f"{style['label']}, {pools} pools" if number == 0 else None,
+                     f"{pools} pools", 4)
             # Storms: a cross per configuration.
             storms = sorted((e, p, n, rate) for (_, p, e, s, n), rate in here.items() if s == subject and e > 0)
             for number, (edits, pools, n, rate) in enumerate(storms):
-                ax.plot(
-                    [n],
-                    [rate],
-                    color=style["color"],
-                    marker="X",
-                    markersize=11,
-                    linestyle="none",
-                    label=f"{style['label']}, pool-edit storm" if number == 0 else None,
-                )
-                ax.annotate(
-                    f"{pools} pools, {edits} edits/s", (n, rate), textcoords="offset points", xytext=(6, -10), fontsize=7
-                )
+                mark(ax, (n, rate), style, "X", 11, f"{style['label']}, pool-edit storm" if number == 0 else None,
+                     f"{pools} pools, {edits} edits/s", -10)
         ax.set_xscale("log")
         ax.set_ylim(bottom=0, top=1.2 * max(here.values()))
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
