@@ -54,6 +54,28 @@ faketime: ## Install faketime (libfaketime) with apt-get when it is missing
 	  $$install >/dev/null || { $$sudo apt-get update >/dev/null && $$install >/dev/null; }; \
 	fi
 
+# The e2e node: kubelet, containerd and runc need Debian's libseccomp headers to build runc,
+# iptables and conntrack for kube-proxy, and the br_netfilter module for bridged Service traffic.
+.PHONY: node-packages
+node-packages: ## Install what the e2e node needs from Debian (libseccomp-dev, iptables, conntrack) when missing
+	@missing=""; \
+	  [ -f /usr/include/seccomp.h ] || missing="$$missing libseccomp-dev"; \
+	  command -v iptables >/dev/null || missing="$$missing iptables"; \
+	  command -v conntrack >/dev/null || missing="$$missing conntrack"; \
+	  command -v nsenter >/dev/null || missing="$$missing util-linux"; \
+	  if [ -n "$$missing" ]; then \
+	    command -v apt-get >/dev/null || { echo "missing:$$missing (and no apt-get)"; exit 1; }; \
+	    sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	    install="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends$$missing"; \
+	    echo "==> installing Debian's$$missing"; \
+	    $$install >/dev/null || { $$sudo apt-get update >/dev/null && $$install >/dev/null; }; \
+	  fi
+	@[ -d /proc/sys/net/bridge ] || modprobe br_netfilter || { echo "the e2e node needs the br_netfilter kernel module"; exit 1; }
+
+.PHONY: node-tools
+node-tools: toolchains node-packages install-tools ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd, runc and the CNI plugins (once per version)
+	$(call timed,node binaries,bash e2e/tools/node/build.sh >/dev/null)
+
 .PHONY: build
 build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo use it)
 	$(call timed,cargo build,$(CARGO) build --workspace --bins)
@@ -118,9 +140,22 @@ test-faults: tools build faketime ## Fault injection: API server, etcd, partitio
 	  || { cat target/fault-report.txt 2>/dev/null; exit 1; })
 	@cat target/fault-report.txt
 
+# The shipped image as pods on a real node; each scenario's times go to target/node-report.txt.
+.PHONY: test-node
+test-node: tools node-tools image ## The image as pods on a real node: install, takeover, rollout, PDB, garbage collection, namespace deletion
+	@mkdir -p target && rm -f target/node-report.txt
+	$(call timed,e2e node,$(CARGO) test -p ferro-ipam-e2e --test node -- --test-threads 1 \
+	  || { cat target/node-report.txt 2>/dev/null; exit 1; })
+	@cat target/node-report.txt
+
+.PHONY: cluster
+cluster: tools node-tools image ## A control plane and a node running ferro-ipam's image as pods, until Ctrl-C
+	$(CARGO) build --bin ferro-ipam-cluster -p ferro-ipam-e2e
+	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
+
 .PHONY: test
-test: ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults)
+test: ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection, the node
+	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults test-node)
 
 .PHONY: demo
 demo: tools build ## Start a local control plane, run ferro-ipam, allocate from the example pools

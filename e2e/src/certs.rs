@@ -50,8 +50,29 @@ pub fn client_certificate(
     ))
 }
 
-/// Generates and writes every credential into `dir`.
-pub fn generate(dir: &Path) -> Result<Credentials> {
+/// A serving certificate signed by the CA for `addresses` (kubelet's, on the e2e node).
+pub fn serving_certificate(
+    dir: &Path,
+    issuer: &rcgen::Issuer<'_, KeyPair>,
+    name: &str,
+    addresses: &[std::net::IpAddr],
+    file_stem: &str,
+) -> Result<(PathBuf, PathBuf)> {
+    let mut params = CertificateParams::new(vec![name.to_owned()])?;
+    params.subject_alt_names.extend(addresses.iter().map(|a| SanType::IpAddress(*a)));
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((
+        write(dir, &format!("{file_stem}.crt"), &cert.pem())?,
+        write(dir, &format!("{file_stem}.key"), &key.serialize_pem())?,
+    ))
+}
+
+/// Generates and writes every credential into `dir`; the API server's certificate also names
+/// `addresses` (where it listens, when not on loopback).
+pub fn generate(dir: &Path, addresses: &[std::net::IpAddr]) -> Result<Credentials> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(DnType::CommonName, "ferro-ipam-e2e-ca");
@@ -68,7 +89,13 @@ pub fn generate(dir: &Path) -> Result<Credentials> {
     ])?;
     serving.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse()?));
     serving.subject_alt_names.push(SanType::IpAddress("::1".parse()?));
+    // The `kubernetes` Service's address: the first of the bare plane's service range, and of
+    // the e2e cluster's (crate::cluster), which pods reach the API server through.
     serving.subject_alt_names.push(SanType::IpAddress("10.0.0.1".parse()?));
+    serving.subject_alt_names.push(SanType::IpAddress("10.96.0.1".parse()?));
+    for address in addresses {
+        serving.subject_alt_names.push(SanType::IpAddress(*address));
+    }
     serving.distinguished_name.push(DnType::CommonName, "kube-apiserver");
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let serving_key_pair = KeyPair::generate()?;

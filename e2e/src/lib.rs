@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod clock;
+pub mod cluster;
 pub mod https;
 pub mod invariants;
 pub mod leadership;

@@ -53,7 +53,7 @@ impl Tools {
 }
 
 /// Runs a script that prepares a directory (progress on stderr) and prints it as its last line.
-fn directory_from(script: &Path) -> Result<PathBuf> {
+pub(crate) fn directory_from(script: &Path) -> Result<PathBuf> {
     let output = Command::new("bash")
         .arg(script)
         .stderr(std::process::Stdio::inherit())
@@ -135,11 +135,23 @@ impl ControlPlane {
 
     /// Like [`ControlPlane::start`], with more kube-apiserver flags (admission plugins, audit log).
     pub fn start_with(apiserver_args: &[String]) -> Result<ControlPlane> {
+        ControlPlane::start_on("127.0.0.1", apiserver_args, |_| Vec::new())
+    }
+
+    /// Like [`ControlPlane::start_with`], kube-apiserver listening on `address` instead of
+    /// loopback: the e2e cluster's node reaches it from a network namespace of its own (see
+    /// [`crate::cluster`]). A flag in `apiserver_args` replaces the default of its name, and
+    /// `credential_args` adds flags that name the fresh credentials' files.
+    pub fn start_on(
+        address: &str,
+        apiserver_args: &[String],
+        credential_args: impl FnOnce(&Credentials) -> Vec<String>,
+    ) -> Result<ControlPlane> {
         let started = Instant::now();
         let tools = Tools::locate()?;
         let temp = tempfile::Builder::new().prefix("ferro-ipam-e2e-").tempdir()?;
         let dir = temp.path().to_path_buf();
-        let credentials = certs::generate(&dir)?;
+        let credentials = certs::generate(&dir, &[address.parse()?])?;
 
         let etcd_port = free_port();
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -161,13 +173,13 @@ impl ControlPlane {
         wait_healthy(&mut etcd, &etcd_address)?;
 
         let api_port = free_port();
-        let server = format!("https://127.0.0.1:{api_port}");
+        let server = format!("https://{address}:{api_port}");
         let path = |p: &PathBuf| p.to_string_lossy().into_owned();
         let mut apiserver_flags = vec![
             format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".to_owned(),
+            format!("--bind-address={address}"),
             // 1.37 refuses a loopback advertise address unless the endpoint reconciler is off.
-            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--advertise-address={address}"),
             "--endpoint-reconciler-type=none".to_owned(),
             format!("--secure-port={api_port}"),
             format!("--tls-cert-file={}", path(&credentials.serving_cert)),
@@ -184,7 +196,12 @@ impl ControlPlane {
             "--max-requests-inflight=2000".to_owned(),
             "--max-mutating-requests-inflight=1000".to_owned(),
         ];
+        // A flag given replaces the default of the same name (list flags would append).
+        let name = |flag: &String| flag.split('=').next().unwrap_or_default().to_owned();
+        let given: Vec<String> = apiserver_args.iter().map(name).collect();
+        apiserver_flags.retain(|flag| !given.contains(&name(flag)));
         apiserver_flags.extend_from_slice(apiserver_args);
+        apiserver_flags.extend(credential_args(&credentials));
         let apiserver = Daemon::start(
             "kube-apiserver",
             tools.bin("kube-apiserver"),
@@ -307,7 +324,7 @@ fn admin_kubeconfig(file: &Path, server: &str, credentials: &Credentials) -> Res
 }
 
 /// Writes a kubeconfig for `server`, trusting `ca`, with a client certificate and key.
-fn write_kubeconfig(file: &Path, server: &str, ca: &Path, cert: &Path, key: &Path) -> Result<PathBuf> {
+pub fn write_kubeconfig(file: &Path, server: &str, ca: &Path, cert: &Path, key: &Path) -> Result<PathBuf> {
     std::fs::write(
         file,
         format!(

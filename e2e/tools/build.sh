@@ -35,11 +35,9 @@ step() {
 
 command -v go >/dev/null || die "go is not on PATH"
 
+# shellcheck source=cache.sh
+. "$here/cache.sh"
 # Pinned versions come from the wrapper modules' go.mod files.
-# mod_version GO_MOD MODULE: the version MODULE is required at in GO_MOD.
-mod_version() {
-  awk -v m="$2" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$1"
-}
 k8s_version=$(mod_version "$here/kube/go.mod" k8s.io/kubernetes)
 etcd_version=$(mod_version "$here/etcd/go.mod" go.etcd.io/etcd/server/v3)
 capi_version=$(mod_version "$here/capi-crds/go.mod" sigs.k8s.io/cluster-api)
@@ -52,9 +50,7 @@ in_cluster_version=$(mod_version "$here/in-cluster/go.mod" sigs.k8s.io/cluster-a
 # Run inside the module so a GOTOOLCHAIN switch is reflected in the key.
 go_version=$(cd "$here/kube" && go env GOVERSION)
 
-cache_root=${FERRO_IPAM_CACHE:-$HOME/.cache/ferro-ipam}
 key="k8s-$k8s_version-etcd-$etcd_version-$go_version"
-dir="$cache_root/$key"
 # Everything that changes the output but not the directory name goes into the
 # stamp (CAPI and in-cluster versions, exact module sums, this script's flags).
 build_flags_version=2
@@ -72,53 +68,15 @@ files=(bin/kube-apiserver bin/kubectl bin/etcd bin/in-cluster-ipam
   in-cluster-crds/ipam.cluster.x-k8s.io_inclusterprefixpools.yaml
   in-cluster-crds/ipam.cluster.x-k8s.io_globalinclusterprefixpools.yaml)
 
-is_complete() {
-  [ "${FERRO_IPAM_REBUILD:-0}" != 1 ] || return 1
-  [ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$stamp" ] || return 1
-  local f
-  for f in "${files[@]}"; do [ -s "$dir/$f" ] || return 1; done
-}
-
-if is_complete; then
-  log "cache hit: $dir"
-  echo "$dir"
-  exit 0
-fi
-
-mkdir -p "$cache_root"
-# One build per key at a time; a second caller waits, then finds the cache hit.
-if command -v flock >/dev/null; then
-  exec 9>"$cache_root/.$key.lock"
-  if ! flock -n 9; then
-    log "waiting for another build of $key ..."
-    flock 9
-  fi
-  if is_complete; then
-    log "cache hit (built by another process): $dir"
-    echo "$dir"
-    exit 0
-  fi
-  # Holding the lock, any temporary directory of this key is an interrupted build's.
-  rm -rf "$cache_root/.$key.tmp."*
-fi
+cache_enter "$key" "$stamp" "${files[@]}"
 
 log "building $key (Kubernetes $k8s_version, etcd $etcd_version, Cluster API $capi_version CRDs, in-cluster IPAM provider $in_cluster_version) into $dir"
 log "a cold build fetches ~1 GB of modules, fills ~4 GB of Go build cache and takes 8-14 minutes on 2 cores"
-tmp=$(mktemp -d "$cache_root/.$key.tmp.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 mkdir -p "$tmp/bin" "$tmp/crds" "$tmp/in-cluster-crds"
 t_start=$(now_ms)
 
 export CGO_ENABLED=0
-# -s -w: no symbol table/DWARF, as Kubernetes' own release builds; -X: truthful /version.
-k8s_minor=${k8s_version#v1.}
-k8s_minor=${k8s_minor%%.*}
-k8s_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor -X $pkg.gitTreeState=clean"
-done
+k8s_ldflags=$(kube_ldflags "$k8s_version")
 go_download() { (cd "$here/$1" && go mod download); }
 go_build() { # go_build MODULE_DIR OUTPUT PACKAGE LDFLAGS
   (cd "$here/$1" && go build -trimpath -buildvcs=false -ldflags "$4" -o "$2" "$3")
@@ -149,17 +107,7 @@ out=$("$tmp/bin/etcd" --version) && [[ $out == *"etcd Version: ${etcd_version#v}
 # It has no version flag: check that it parses the flags the e2e harness passes.
 out=$("$tmp/bin/in-cluster-ipam" --help 2>&1) && [[ $out == *--watch-filter* && $out == *--diagnostics-address* ]] ||
   die "in-cluster-ipam --help does not list the expected flags: $out"
-for f in "${files[@]}"; do [ -s "$tmp/$f" ] || die "missing $f"; done
-
-printf '%s\n' "$stamp" >"$tmp/.complete"
-chmod 0755 "$tmp"
-# Replace any stale or partial directory with the finished one.
-if [ -e "$dir" ]; then
-  mv "$dir" "$tmp.old"
-  rm -rf "$tmp.old"
-fi
-mv "$tmp" "$dir"
-trap - EXIT
+cache_commit
 log "done in $(( ($(now_ms) - t_start) / 1000 ))s: $(du -sh "$dir" | cut -f1) in $dir"
 for f in bin/kube-apiserver bin/kubectl bin/etcd bin/in-cluster-ipam; do log "  $f $(du -h "$dir/$f" | cut -f1)"; done
 echo "$dir"

@@ -1,0 +1,207 @@
+//! Disruptions of the installed Deployment under a claim storm, as a cluster meets them: the
+//! leader pod deleted (`kubectl delete pod`) and its container killed by the runtime, a
+//! `kubectl rollout restart`, an image change, and evictions checked by the PodDisruptionBudget.
+//! Every claim must be served within 30 s of its creation, and the invariant checker must stay
+//! clean (no address twice, counts exact).
+
+use std::time::{Duration, Instant};
+
+use ferro_ipam_e2e::objects::Scope;
+use ferro_ipam_e2e::process::wait_until;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, EvictParams};
+use serde_json::json;
+
+use super::{
+    DEPLOYMENT, IMAGE, SYSTEM, cluster, install_kustomize, kubectl, kubectl_json, leader_and_standby, pod_name, pods,
+    report, report_readiness, wait_ready_pods,
+};
+
+/// The longest a claim may wait, from its creation to its address, through any disruption.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Claims created one after another for `duration`, from a task of their own.
+struct Storm {
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl Storm {
+    fn start(scope: &Scope, pool: &str, duration: Duration) -> Storm {
+        let claims = scope.claims();
+        let pool = pool.to_owned();
+        let task = tokio::spawn(async move {
+            let mut names = Vec::new();
+            let started = Instant::now();
+            while started.elapsed() < duration {
+                let name = format!("storm-{}", names.len());
+                let claim = json!({
+                    "apiVersion": ferro_ipam_e2e::objects::ipam_api_version(),
+                    "kind": "IPAddressClaim",
+                    "metadata": {"name": name},
+                    "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": pool}},
+                });
+                let claim = serde_json::from_value(claim).expect("a claim");
+                if claims.create(&Default::default(), &claim).await.is_ok() {
+                    names.push(name);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            names
+        });
+        Storm { task }
+    }
+
+    async fn names(self) -> Vec<String> {
+        self.task.await.expect("the storm task")
+    }
+}
+
+/// Waits for every claim, then checks that none waited longer than [`BOUND`] from its creation
+/// to its `Ready` condition (the API server's own timestamps), and runs the invariant checker.
+async fn every_claim_served_within_bound(scope: &Scope, names: &[String], scenario: &str) {
+    for name in names {
+        scope.wait_allocated(name, Duration::from_secs(90)).await.unwrap_or_else(|e| panic!("{scenario}: {e:#}"));
+    }
+    let claims = kubectl_json(&["get", "ipaddressclaims.ipam.cluster.x-k8s.io", "-n", &scope.ns]);
+    let mut longest = 0;
+    for claim in claims["items"].as_array().expect("a list") {
+        let created = super::timestamp(claim["metadata"]["creationTimestamp"].as_str().unwrap()).unwrap();
+        let ready = claim["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready" && c["status"] == "True"))
+            .and_then(|c| super::timestamp(c["lastTransitionTime"].as_str()?))
+            .unwrap_or_else(|| panic!("{scenario}: claim {} has no Ready time", claim["metadata"]["name"]));
+        longest = longest.max(ready - created);
+    }
+    assert!(
+        longest <= BOUND.as_secs() as i64,
+        "{scenario}: a claim waited {longest}s for its address (bound {BOUND:?})"
+    );
+    ferro_ipam_e2e::invariants::check(&scope.client, &[&scope.ns])
+        .await
+        .unwrap_or_else(|e| panic!("{scenario}: {e:#}"));
+    report(&format!("{scenario}: {} claims, longest wait {longest}s", names.len()));
+}
+
+async fn storm_scope(hint: &str) -> Scope {
+    let scope = Scope::on(&cluster().plane, hint).await;
+    scope.pool("storm", json!({"addresses": ["10.40.0.0/22"], "prefix": 22})).await.unwrap();
+    scope
+}
+
+/// The containerd id of a pod's manager container.
+fn container_id(pod: &str) -> String {
+    let pod = kubectl_json(&["get", "pod", "-n", SYSTEM, pod]);
+    let id = pod["status"]["containerStatuses"][0]["containerID"].as_str().expect("a running container");
+    id.trim_start_matches("containerd://").to_owned()
+}
+
+#[tokio::test]
+async fn the_stand_by_takes_over_when_the_leader_pod_is_deleted_or_its_container_killed() {
+    install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
+    for how in ["deleted", "killed"] {
+        let (leader, standby) = leader_and_standby(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e:#}"));
+        let scope = storm_scope(&format!("node-takeover-{how}")).await;
+        let storm = Storm::start(&scope, "storm", Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let disrupted = Instant::now();
+        match how {
+            "deleted" => drop(kubectl(&["delete", "pod", "-n", SYSTEM, &leader, "--wait=false"])),
+            _ => drop(cluster().ctr(&["tasks", "kill", "--signal", "SIGKILL", &container_id(&leader)]).unwrap()),
+        }
+        let took_over = wait_until(Duration::from_secs(45), || super::lease_holder().is_some_and(|h| h != leader));
+        let restarted_leader = how == "killed" && super::lease_holder().as_deref() == Some(leader.as_str());
+        assert!(took_over || restarted_leader, "no new Lease holder after the leader was {how}");
+        report(&format!(
+            "leader {how}: Lease held by {} {:.1}s later (stand-by was {standby})",
+            super::lease_holder().unwrap_or_default(),
+            disrupted.elapsed().as_secs_f64()
+        ));
+        let names = storm.names().await;
+        every_claim_served_within_bound(&scope, &names, &format!("leader {how}")).await;
+        wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
+    }
+}
+
+/// Waits until every pod of `old` is gone, and returns the longest time from its deletion (as
+/// the API server stamped it) to its disappearance.
+fn wait_old_pods_gone(old: &[String]) -> i64 {
+    let mut deleted_at = std::collections::BTreeMap::new();
+    let mut longest = 0;
+    let all_gone = wait_until(Duration::from_secs(180), || {
+        let current = pods(SYSTEM, "app.kubernetes.io/component=controller");
+        let now = chrono_now();
+        for pod in &current {
+            if let Some(at) = pod["metadata"]["deletionTimestamp"].as_str().and_then(super::timestamp) {
+                deleted_at.insert(pod_name(pod), at);
+            }
+        }
+        for name in old {
+            if !current.iter().any(|p| pod_name(p) == *name)
+                && let Some(at) = deleted_at.remove(name)
+            {
+                longest = longest.max(now - at);
+            }
+        }
+        old.iter().all(|name| !current.iter().any(|p| pod_name(p) == *name))
+    });
+    assert!(all_gone, "old pods still present: {old:?}");
+    longest
+}
+
+fn chrono_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs() as i64
+}
+
+#[tokio::test]
+async fn rollout_restart_and_an_image_change_lose_no_claim_and_old_pods_exit_within_their_grace() {
+    install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
+    let next = format!("{IMAGE}-next");
+    cluster().ctr(&["images", "tag", "--force", IMAGE, &next]).unwrap();
+    let deployment = format!("deployment/{DEPLOYMENT}");
+    let (to_next, back) = (format!("manager={next}"), format!("manager={IMAGE}"));
+    let steps: [(&str, Vec<&str>); 3] = [
+        ("rollout restart", vec!["rollout", "restart", "-n", SYSTEM, &deployment]),
+        ("image change", vec!["set", "image", "-n", SYSTEM, &deployment, &to_next]),
+        ("image change back", vec!["set", "image", "-n", SYSTEM, &deployment, &back]),
+    ];
+    for (step, command) in steps {
+        let old: Vec<String> = pods(SYSTEM, "app.kubernetes.io/component=controller").iter().map(pod_name).collect();
+        let scope = storm_scope(&format!("node-{}", step.replace(' ', "-"))).await;
+        let storm = Storm::start(&scope, "storm", Duration::from_secs(25));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        kubectl(&command);
+        let longest_exit = tokio::task::spawn_blocking(move || wait_old_pods_gone(&old)).await.unwrap();
+        assert!(longest_exit <= 30, "{step}: an old pod took {longest_exit}s to exit (grace 30s)");
+        kubectl(&["rollout", "status", "-n", SYSTEM, &deployment, "--timeout=180s"]);
+        let names = storm.names().await;
+        every_claim_served_within_bound(&scope, &names, step).await;
+        let pods = wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
+        report_readiness(step, &pods);
+        report(&format!("{step}: old pods gone at most {longest_exit}s after their deletion"));
+    }
+}
+
+#[tokio::test]
+async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_budget() {
+    install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
+    let client = cluster().plane.client().await;
+    let api: Api<Pod> = Api::namespaced(client, SYSTEM);
+    let names: Vec<String> = super::ready_controller_pods().iter().map(pod_name).collect();
+    assert_eq!(names.len(), 2);
+    // The disruption controller must have seen both pods Ready first.
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            kubectl_json(&["get", "pdb", "-n", SYSTEM, DEPLOYMENT])["status"]["disruptionsAllowed"] == 1
+        }),
+        "the PodDisruptionBudget never allowed one disruption"
+    );
+    api.evict(&names[0], &EvictParams::default()).await.unwrap_or_else(|e| panic!("the first eviction: {e}"));
+    match api.evict(&names[1], &EvictParams::default()).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 429, "the second eviction: {status:?}");
+        }
+        other => panic!("the second eviction, with {} down, was not refused: {other:?}", names[0]),
+    }
+    wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
+}

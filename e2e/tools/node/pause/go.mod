@@ -1,0 +1,3 @@
+module github.com/ferro-ipam/e2e/tools/node/pause
+
+go 1.26.0
