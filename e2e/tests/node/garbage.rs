@@ -57,7 +57,12 @@ async fn claims_owned_by_a_machine_are_released_when_it_is_deleted_in_the_backgr
         let uid = machine(&scope, machine_name).await;
         let names: Vec<String> = (0..5).map(|i| format!("{machine_name}-nic-{i}")).collect();
         owned_claims(&scope, machine_name, &uid, &names).await;
-        assert_eq!(scope.pool_used("machines").await, Some(5), "five addresses held before {propagation}");
+        scope
+            .eventually("the pool counts five addresses used", Duration::from_secs(30), || async {
+                scope.pool_used("machines").await == Some(5)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("before {propagation}: {e:#}"));
 
         let started = Instant::now();
         kubectl(&[
