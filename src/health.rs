@@ -129,10 +129,18 @@ impl Health {
     }
 }
 
-/// Serves a router on `address` until the process ends.
-pub async fn serve(address: SocketAddr, router: Router) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(address).await.map_err(|e| anyhow::anyhow!("listening on {address}: {e}"))?;
-    axum::serve(listener, router).await?;
+/// Binds `address` and serves a router on it in the background until the process ends. A port
+/// that cannot be bound is an error at once: a process whose probes nobody can reach would never
+/// become ready, and say nothing about why.
+pub async fn serve(address: SocketAddr, router: Router, what: &'static str) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(address).await.map_err(|e| {
+        anyhow::anyhow!("cannot listen on {address} for {what}: {e}; choose another address or free the port")
+    })?;
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, %address, "{what} server stopped");
+        }
+    });
     Ok(())
 }
 

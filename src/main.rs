@@ -23,5 +23,10 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     ferro_ipam::run::init_logging(cli.run.log_format, &cli.run.log_filter())?;
-    ferro_ipam::run::run(cli.run).await
+    if let Err(error) = ferro_ipam::run::run(cli.run).await {
+        // Once, at ERROR, with every cause: what stopped the provider and what to fix.
+        tracing::error!("ferro-ipam cannot run: {error:#}");
+        std::process::exit(1);
+    }
+    Ok(())
 }

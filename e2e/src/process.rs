@@ -128,12 +128,25 @@ impl Drop for Process {
     }
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, for a process about to be started.
+///
+/// Ports come from below the kernel's ephemeral range (32768 and up), handed out in turn: a port
+/// the kernel picked for `:0` could be picked again for any outgoing connection before the
+/// process binds it, and one test's client would steal another's probe port. Each test binary
+/// starts at an offset of its own, and a port some other program holds is skipped.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("binding a loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(u32::MAX, (std::process::id() * 997) % SPAN, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..SPAN {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port between {FIRST} and {}", FIRST + SPAN)
 }
 
 /// A plain HTTP GET on loopback; returns the status code.

@@ -8,7 +8,7 @@ mod tls;
 use std::sync::Arc;
 
 use kube::Client;
-use tracing::{info, warn};
+use tracing::{error, info};
 
 use crate::cli::{RunFlags, parse_bind_address};
 use crate::health;
@@ -32,30 +32,25 @@ fn metrics_router(metrics: Arc<Metrics>) -> axum::Router {
 
 /// Starts serving `/metrics` in the background, unless `--diagnostics-address` is "0". `client`
 /// reviews the tokens of scrapes.
-pub(super) fn serve(flags: &RunFlags, metrics: Arc<Metrics>, client: Client) -> anyhow::Result<()> {
+pub(super) async fn serve(flags: &RunFlags, metrics: Arc<Metrics>, client: Client) -> anyhow::Result<()> {
     let Some(address) = parse_bind_address(&flags.diagnostics_address).map_err(anyhow::Error::msg)? else {
         return Ok(());
     };
     let router = metrics_router(metrics);
     if flags.insecure_diagnostics {
-        tokio::spawn(async move {
-            if let Err(error) = health::serve(address, router).await {
-                warn!(%error, "metrics server stopped");
-            }
-        });
+        health::serve(address, router, "metrics").await?;
         info!(%address, "serving metrics over plain HTTP, without authentication (--insecure-diagnostics)");
         return Ok(());
     }
     let config = tls::server_config(flags)?;
     let gate = Arc::new(auth::Gate::new(client));
     let router = router.route_layer(axum::middleware::from_fn_with_state(gate, auth::authorise));
+    let listener = tls::TlsListener::bind(address, config).await.map_err(|error| {
+        anyhow::anyhow!("cannot listen on {address} for metrics: {error}; choose another address or free the port")
+    })?;
     tokio::spawn(async move {
-        let served = match tls::TlsListener::bind(address, config).await {
-            Ok(listener) => axum::serve(listener, router).await.map_err(anyhow::Error::from),
-            Err(error) => Err(anyhow::anyhow!("listening on {address}: {error}")),
-        };
-        if let Err(error) = served {
-            warn!(%error, "metrics server stopped");
+        if let Err(error) = axum::serve(listener, router).await {
+            error!(%error, %address, "metrics server stopped");
         }
     });
     let certificate = match &flags.tls_cert_dir {

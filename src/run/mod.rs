@@ -101,14 +101,9 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
-    diagnostics::serve(&flags, metrics.clone(), client.clone())?;
+    diagnostics::serve(&flags, metrics.clone(), client.clone()).await?;
     if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
-        let router = health.router();
-        tokio::spawn(async move {
-            if let Err(error) = health::serve(address, router).await {
-                warn!(%error, "health probe server stopped");
-            }
-        });
+        health::serve(address, health.router(), "health probes").await?;
         info!(%address, "serving health probes");
     }
     // Not ready until discovery has answered.

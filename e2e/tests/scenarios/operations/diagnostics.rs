@@ -53,3 +53,26 @@ async fn a_certificate_from_tls_cert_dir_and_the_minimum_tls_version_are_used() 
     let tls12 = https::get(&provider.metrics, "/metrics", Some(&reader), &signed_by_the_ca, true);
     assert!(tls12.is_err(), "a TLS 1.2 client is refused under --tls-min-version=VersionTLS13: {tls12:?}");
 }
+
+/// A probe or metrics port that another program holds stops the provider at once, with an error
+/// naming the address: left running, it would never answer its probes and never say why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_port_another_program_holds_stops_the_provider_with_an_error_naming_it() {
+    let s = Scope::new("diagnostics-port").await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let held = taken.local_addr().unwrap().to_string();
+    let free = format!("127.0.0.1:{}", ferro_ipam_e2e::process::free_port());
+    for (health, metrics) in [(held.clone(), free.clone()), (free.clone(), held.clone())] {
+        let mut args: Vec<String> = s.provider_args().iter().map(|a| a.to_string()).collect();
+        args.extend(["--health-probe-bind-address".into(), health.clone(), "--diagnostics-address".into(), metrics]);
+        let mut provider = Provider::launch_exactly(s.plane, &args, health, free.clone()).unwrap();
+        let exited =
+            ferro_ipam_e2e::process::wait_until(std::time::Duration::from_secs(20), || !provider.process.is_running());
+        assert!(exited, "ferro-ipam kept running with {held} taken:\n{}", provider.log_tail(20));
+        assert!(
+            provider.logged(&["ERROR", "cannot listen on", &held, "Address already in use"]),
+            "the error names the address and the reason:\n{}",
+            provider.log_tail(20)
+        );
+    }
+}
