@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod clock;
 pub mod cluster;
+pub mod gotools;
 pub mod https;
 pub mod invariants;
 pub mod leadership;
@@ -12,6 +13,7 @@ pub mod objects;
 pub mod peer;
 pub mod plane;
 pub mod process;
+pub mod prometheus;
 pub mod provider;
 pub mod proxy;
 

@@ -9,6 +9,9 @@
 
 mod garbage;
 mod install;
+mod memory;
+mod metrics;
+mod paths;
 mod takeover;
 
 use std::collections::BTreeMap;

@@ -189,19 +189,41 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
     let api: Api<Pod> = Api::namespaced(client, SYSTEM);
     let names: Vec<String> = super::ready_controller_pods().iter().map(pod_name).collect();
     assert_eq!(names.len(), 2);
-    // The disruption controller must have seen both pods Ready first.
+    // The disruption controller must have counted both pods, and no third one, before the
+    // evictions: a status computed during the previous scenario's rollout may still allow one.
+    let pdb = || kubectl_json(&["get", "pdb", "-n", SYSTEM, DEPLOYMENT]);
     assert!(
         wait_until(Duration::from_secs(60), || {
-            kubectl_json(&["get", "pdb", "-n", SYSTEM, DEPLOYMENT])["status"]["disruptionsAllowed"] == 1
+            let pdb = pdb();
+            let status = &pdb["status"];
+            status["observedGeneration"] == pdb["metadata"]["generation"]
+                && status["currentHealthy"] == 2
+                && status["expectedPods"] == 2
+                && status["disruptionsAllowed"] == 1
+                && super::pods(SYSTEM, "app.kubernetes.io/component=controller").len() == 2
         }),
-        "the PodDisruptionBudget never allowed one disruption"
+        "the PodDisruptionBudget never counted two healthy pods allowing one disruption: {}",
+        pdb()["status"]
     );
     api.evict(&names[0], &EvictParams::default()).await.unwrap_or_else(|e| panic!("the first eviction: {e}"));
     match api.evict(&names[1], &EvictParams::default()).await {
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 429, "the second eviction: {status:?}");
         }
-        other => panic!("the second eviction, with {} down, was not refused: {other:?}", names[0]),
+        other => panic!(
+            "the second eviction, with {} down, was not refused: {other:?}; the budget: {}; the pods: {:?}",
+            names[0],
+            pdb()["status"],
+            super::pods(SYSTEM, "app.kubernetes.io/component=controller")
+                .iter()
+                .map(|p| format!(
+                    "{} deleting={} ready={}",
+                    pod_name(p),
+                    !p["metadata"]["deletionTimestamp"].is_null(),
+                    super::pod_ready(p)
+                ))
+                .collect::<Vec<_>>()
+        ),
     }
     wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
 }

@@ -11,7 +11,6 @@ mod helm;
 mod image;
 mod leader;
 mod prometheus;
-mod prometheus_server;
 mod rbac;
 
 use std::collections::BTreeSet;

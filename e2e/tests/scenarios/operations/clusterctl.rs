@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use ferro_ipam_e2e::gotools::{Clusterctl, VERSION};
 use ferro_ipam_e2e::objects::Scope;
 use ferro_ipam_e2e::plane::repo_root;
 use ferro_ipam_e2e::{ControlPlane, Provider, invariants};
@@ -24,14 +25,6 @@ use serde_json::json;
 use super::yaml_documents;
 use crate::PROMPTLY;
 
-const VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"));
-
-fn tool(name: &str) -> PathBuf {
-    let output = Command::new("bash").arg(repo_root().join("e2e/tools/go-tool.sh")).arg(name).output().unwrap();
-    assert!(output.status.success(), "building {name}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).lines().last().expect("go-tool.sh prints the path").into()
-}
-
 /// Where the Go module cache holds the cluster-api module clusterctl was built from.
 fn capi_module() -> PathBuf {
     let output = Command::new("go")
@@ -41,46 +34,6 @@ fn capi_module() -> PathBuf {
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).trim().into()
-}
-
-/// Runs clusterctl with a configuration and home of its own; fails with its output.
-fn clusterctl(home: &Path, args: &[&str]) -> String {
-    static CLUSTERCTL: OnceLock<PathBuf> = OnceLock::new();
-    let binary = CLUSTERCTL.get_or_init(|| tool("clusterctl"));
-    let output = Command::new(binary)
-        .args(args)
-        .arg("--config")
-        .arg(home.join("clusterctl.yaml"))
-        .env("XDG_CONFIG_HOME", home)
-        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "clusterctl {}: {text}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    text
-}
-
-/// A local provider repository with this checkout's release files, and a clusterctl
-/// configuration whose `ferro-ipam` entry points at it (docs/clusterctl.yaml's entry, with a
-/// `file://` URL instead of the release's).
-fn local_repository(home: &Path) {
-    let version_dir = home.join("repository/ipam-ferro-ipam").join(VERSION);
-    std::fs::create_dir_all(&version_dir).unwrap();
-    for (from, to) in
-        [("deploy/clusterctl/ipam-components.yaml", "ipam-components.yaml"), ("metadata.yaml", "metadata.yaml")]
-    {
-        std::fs::copy(repo_root().join(from), version_dir.join(to)).unwrap();
-    }
-    let documented = &yaml_documents(&std::fs::read_to_string(repo_root().join("docs/clusterctl.yaml")).unwrap())[0];
-    let mut entry = documented["providers"][0].clone();
-    entry["url"] = json!(format!("file://{}", version_dir.join("ipam-components.yaml").display()));
-    std::fs::write(home.join("clusterctl.yaml"), serde_json::to_string(&json!({"providers": [entry]})).unwrap())
-        .unwrap();
 }
 
 /// What `clusterctl init` would have left: the inventory, and the core CRDs labelled.
@@ -145,12 +98,11 @@ async fn clusterctl_installs_ferro_ipam_and_moves_a_namespace_with_its_addresses
     static SOURCE: OnceLock<ControlPlane> = OnceLock::new();
     static TARGET: OnceLock<ControlPlane> = OnceLock::new();
     let (source, target) = (plane(&SOURCE), plane(&TARGET));
-    let home = tempfile::tempdir().unwrap();
-    local_repository(home.path());
+    let clusterctl = Clusterctl::with_local_repository().unwrap();
 
     // clusterctl renders the components: every object labelled for the provider, variables at
     // their defaults.
-    let rendered = clusterctl(home.path(), &["generate", "provider", "--ipam", &format!("ferro-ipam:{VERSION}")]);
+    let rendered = clusterctl.generate_provider().unwrap_or_else(|e| panic!("{e:#}"));
     let objects = yaml_documents(&rendered);
     assert!(objects.iter().any(|o| o["kind"] == "Deployment"), "{rendered}");
     for object in &objects {
@@ -158,7 +110,7 @@ async fn clusterctl_installs_ferro_ipam_and_moves_a_namespace_with_its_addresses
         assert_eq!(labels["cluster.x-k8s.io/provider"], "ipam-ferro-ipam", "{}", object["metadata"]["name"]);
         assert!(labels["clusterctl.cluster.x-k8s.io"].is_string(), "{}", object["metadata"]["name"]);
     }
-    let components = home.path().join("components.yaml");
+    let components = clusterctl.home().join("components.yaml");
     std::fs::write(&components, &rendered).unwrap();
     management_cluster(source, &components);
     management_cluster(target, &components);
@@ -217,10 +169,9 @@ async fn clusterctl_installs_ferro_ipam_and_moves_a_namespace_with_its_addresses
     let provider = Provider::start(target, &["--namespace", ns]).unwrap();
     let source_kubeconfig = source.kubeconfig.to_string_lossy().into_owned();
     let target_kubeconfig = target.kubeconfig.to_string_lossy().into_owned();
-    let moved = clusterctl(
-        home.path(),
-        &["move", "--kubeconfig", &source_kubeconfig, "--to-kubeconfig", &target_kubeconfig, "--namespace", ns],
-    );
+    let moved = clusterctl
+        .run(&["move", "--kubeconfig", &source_kubeconfig, "--to-kubeconfig", &target_kubeconfig, "--namespace", ns])
+        .unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("clusterctl move:\n{moved}");
 
     // Everything is on the target, nothing left on the source.

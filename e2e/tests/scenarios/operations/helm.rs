@@ -6,10 +6,8 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use ferro_ipam_e2e::ControlPlane;
-use ferro_ipam_e2e::plane::repo_root;
 use serde_json::{Value, json};
 
 use super::{
@@ -17,13 +15,8 @@ use super::{
     yaml_documents,
 };
 
-fn helm() -> &'static PathBuf {
-    static HELM: OnceLock<PathBuf> = OnceLock::new();
-    HELM.get_or_init(|| {
-        let output = Command::new("bash").arg(repo_root().join("e2e/tools/go-tool.sh")).arg("helm").output().unwrap();
-        assert!(output.status.success(), "building helm: {}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8_lossy(&output.stdout).lines().last().expect("go-tool.sh prints helm's path").into()
-    })
+fn helm() -> PathBuf {
+    ferro_ipam_e2e::gotools::go_tool("helm").unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 fn helm_ok(args: &[&str]) -> String {

@@ -12,9 +12,9 @@ use ferro_ipam_e2e::invariants::HAND_MADE_LABEL;
 use ferro_ipam_e2e::objects::Scope;
 use serde_json::{Value, json};
 
-use super::prometheus_server::{Prometheus, binaries, promtool, scrape_config};
 use super::{deploy, find, kustomize, scraper_token};
 use crate::PROMPTLY;
+use ferro_ipam_e2e::prometheus::{Prometheus, binaries, promtool, scrape_config};
 
 /// Alert expressions that are empty while ferro-ipam is healthy (here: while a leader runs).
 const EMPTY_WHILE_HEALTHY: &[&str] = &["FerroIpamNoLeader"];

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::process::{Process, free_port, http_get, http_status, wait_until};
 use anyhow::{Context as _, Result, bail};
-use ferro_ipam_e2e::process::{Process, free_port, http_get, http_status, wait_until};
 use serde_json::{Value, json};
 
 /// `prometheus` and `promtool`: `$FERRO_IPAM_PROMETHEUS_DIR`, else on PATH, else installed with

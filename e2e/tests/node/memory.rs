@@ -1,0 +1,150 @@
+//! Memory under a real cgroup (kubelet's limits, enforced by the kernel's memory controller): a
+//! pod serves 20,000 claims under the shipped limit without a restart, and a pod given too small
+//! a limit is OOM-killed, restarts, and loses nothing: every address stays what it was, and once
+//! the limit is back every claim that waited is served, none twice.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ferro_ipam_e2e::objects::Scope;
+use futures::{StreamExt, TryStreamExt};
+use serde_json::{Value, json};
+
+use super::{DEPLOYMENT, SYSTEM, cluster, install_kustomize, kubectl, kubectl_json, pod_name, pods, report};
+
+const CLAIMS: usize = 20_000;
+/// What deploy/ gives the container; restored exactly, so that a later `kubectl apply
+/// --server-side -k deploy/` finds its own value and no conflict.
+const SHIPPED_LIMIT: &str = "512Mi";
+/// Enough to start (about 20 MiB idle), far too little for 20,000 claims (about 130 MiB).
+const TOO_SMALL: &str = "48Mi";
+
+async fn create_claims(scope: &Scope, prefix: &str, count: usize) {
+    futures::stream::iter(0..count)
+        .map(|n| async move { scope.claim(&format!("{prefix}-{n}"), "InClusterIPPool", "big").await })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap_or_else(|e| panic!("creating claims: {e:#}"));
+}
+
+/// Waits until `count` claims of the namespace are Ready; fails after `timeout`.
+async fn wait_served(scope: &Scope, count: usize, timeout: Duration) {
+    scope
+        .eventually(&format!("{count} claims served"), timeout, || async { scope.ready_claims().await >= count })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+/// The working set kubelet reports for each controller container, in MiB.
+fn working_sets() -> BTreeMap<String, u64> {
+    let node = kubectl_json(&["get", "nodes"])["items"][0]["metadata"]["name"].as_str().unwrap().to_owned();
+    let summary: Value =
+        serde_json::from_str(&kubectl(&["get", "--raw", &format!("/api/v1/nodes/{node}/proxy/stats/summary")]))
+            .expect("kubelet's summary is JSON");
+    summary["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["podRef"]["namespace"] == SYSTEM)
+        .filter_map(|p| {
+            let bytes = p["containers"][0]["memory"]["workingSetBytes"].as_u64()?;
+            Some((p["podRef"]["name"].as_str()?.to_owned(), bytes >> 20))
+        })
+        .collect()
+}
+
+fn restarts(pod: &Value) -> u64 {
+    pod["status"]["containerStatuses"][0]["restartCount"].as_u64().unwrap_or(0)
+}
+
+fn set_limit(limit: &str) {
+    kubectl(&[
+        "set",
+        "resources",
+        "-n",
+        SYSTEM,
+        &format!("deployment/{DEPLOYMENT}"),
+        &format!("--limits=memory={limit}"),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_thousand_claims_fit_the_shipped_limit_and_an_oom_kill_loses_nothing() {
+    install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
+    let scope = Scope::on(&cluster().plane, "node-memory").await;
+    scope.pool("big", json!({"addresses": ["10.64.0.0/17"], "prefix": 17})).await.unwrap();
+
+    // 20,000 claims under the shipped limit.
+    let started = Instant::now();
+    create_claims(&scope, "c", CLAIMS).await;
+    wait_served(&scope, CLAIMS, Duration::from_secs(600)).await;
+    let served_in = started.elapsed().as_secs();
+    let controllers = pods(SYSTEM, "app.kubernetes.io/component=controller");
+    for pod in &controllers {
+        assert_eq!(restarts(pod), 0, "{} restarted under the shipped limit: {}", pod_name(pod), pod["status"]);
+    }
+    report(&format!(
+        "memory: {CLAIMS} claims served in {served_in}s under {SHIPPED_LIMIT}, no restart; working sets (MiB): {:?}",
+        working_sets()
+    ));
+    let before = scope.address_map().await.unwrap();
+    assert_eq!(before.len(), CLAIMS);
+
+    // One replica, too small a limit, and claims waiting for it: the kernel kills it.
+    kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=0"]);
+    kubectl(&[
+        "wait",
+        "--for=delete",
+        "pod",
+        "-n",
+        SYSTEM,
+        "-l",
+        "app.kubernetes.io/component=controller",
+        "--timeout=120s",
+    ]);
+    set_limit(TOO_SMALL);
+    create_claims(&scope, "w", 200).await;
+    kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=1"]);
+    let killed = Instant::now();
+    let oom = scope
+        .eventually("the replica OOM-killed and restarted", Duration::from_secs(240), || async {
+            pods(SYSTEM, "app.kubernetes.io/component=controller").iter().any(|p| {
+                let last = &p["status"]["containerStatuses"][0]["lastState"]["terminated"];
+                last["reason"] == "OOMKilled" && restarts(p) >= 1
+            })
+        })
+        .await;
+    let status: Vec<Value> =
+        pods(SYSTEM, "app.kubernetes.io/component=controller").iter().map(|p| p["status"].clone()).collect();
+    oom.unwrap_or_else(|e| panic!("{e:#}: {status:?}"));
+    report(&format!("memory: under {TOO_SMALL}, OOM-killed and restarted within {}s", killed.elapsed().as_secs()));
+
+    // Nothing lost, nothing handed out twice, while it was being killed.
+    let during = scope.address_map().await.unwrap();
+    for (name, ip) in &before {
+        assert_eq!(during.get(name), Some(ip), "{name} lost or changed its address under the OOM kills");
+    }
+    ferro_ipam_e2e::invariants::check(&scope.client, &[&scope.ns]).await.unwrap_or_else(|e| panic!("{e:#}"));
+
+    // The shipped limit back: every claim that waited is served, the others untouched.
+    set_limit(SHIPPED_LIMIT);
+    kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=2"]);
+    let restored = Instant::now();
+    wait_served(&scope, CLAIMS + 200, Duration::from_secs(300)).await;
+    report(&format!(
+        "memory: {SHIPPED_LIMIT} restored, the 200 waiting claims served in {}s",
+        restored.elapsed().as_secs()
+    ));
+    let after = scope.address_map().await.unwrap();
+    for (name, ip) in &before {
+        assert_eq!(after.get(name), Some(ip), "{name} changed its address");
+    }
+    ferro_ipam_e2e::invariants::check(&scope.client, &[&scope.ns]).await.unwrap_or_else(|e| panic!("{e:#}"));
+    install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
+
+    // The next scenarios start without 20,000 claims to list.
+    let deleting = Instant::now();
+    kubectl(&["delete", "namespace", &scope.ns, "--timeout=600s"]);
+    report(&format!("memory: the namespace with {} claims deleted in {}s", CLAIMS + 200, deleting.elapsed().as_secs()));
+}
