@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a root file system into an OCI image tarball, without a container engine: the one way
 # this repository makes images (ferro-ipam's own in build.sh; the e2e node's pause image and the
-# in-cluster provider's image in e2e/tools/node/).
+# in-cluster provider's image in the node e2e test of migration).
 #
 #   pack.sh OUT.tar NAME:TAG ROOTFS [crane mutate flags: --entrypoint, --user, --label ...]
 #

@@ -11,6 +11,7 @@ mod garbage;
 mod install;
 mod memory;
 mod metrics;
+mod migration;
 mod paths;
 mod takeover;
 
