@@ -34,9 +34,9 @@ pub const DEPLOYMENT: &str = "ferro-ipam-controller";
 /// The image `deploy/` names; `make image` builds it under this name.
 pub const IMAGE: &str = concat!("ghcr.io/ferro-ipam/ferro-ipam:v", env!("CARGO_PKG_VERSION"));
 
-/// The tarball `make image` wrote (`$FERRO_IPAM_IMAGE` to use another).
+/// The tarball `make image` wrote (`$FERRO_IPAM_IMAGE_TARBALL` to use another).
 fn image_tarball() -> PathBuf {
-    std::env::var("FERRO_IPAM_IMAGE")
+    std::env::var("FERRO_IPAM_IMAGE_TARBALL")
         .map(PathBuf::from)
         .unwrap_or_else(|_| repo_root().join(format!("target/image/ferro-ipam-v{}.tar", env!("CARGO_PKG_VERSION"))))
 }

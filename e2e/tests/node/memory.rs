@@ -18,6 +18,9 @@ const CLAIMS: usize = 20_000;
 const SHIPPED_LIMIT: &str = "512Mi";
 /// Enough to start (about 20 MiB idle), far too little for 20,000 claims (about 130 MiB).
 const TOO_SMALL: &str = "48Mi";
+/// deploy/'s memory request, and one that fits under [`TOO_SMALL`].
+const SHIPPED_REQUEST: &str = "64Mi";
+const SMALL_REQUEST: &str = "32Mi";
 
 async fn create_claims(scope: &Scope, prefix: &str, count: usize) {
     futures::stream::iter(0..count)
@@ -58,21 +61,44 @@ fn restarts(pod: &Value) -> u64 {
     pod["status"]["containerStatuses"][0]["restartCount"].as_u64().unwrap_or(0)
 }
 
-fn set_limit(limit: &str) {
-    kubectl(&[
+fn set_memory(request: &str, limit: &str) -> anyhow::Result<String> {
+    cluster().kubectl_ok(&[
         "set",
         "resources",
         "-n",
         SYSTEM,
         &format!("deployment/{DEPLOYMENT}"),
+        &format!("--requests=memory={request}"),
         &format!("--limits=memory={limit}"),
-    ]);
+    ])
+}
+
+/// Puts back what the scenario changed, whether it passed or not: the shipped memory, two
+/// replicas, and no namespace of 20,000 claims for the next scenarios to list.
+struct Restore {
+    namespace: String,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let deployment = format!("deployment/{DEPLOYMENT}");
+        let _ = set_memory(SHIPPED_REQUEST, SHIPPED_LIMIT);
+        let _ = cluster().kubectl_ok(&["scale", "-n", SYSTEM, &deployment, "--replicas=2"]);
+        let deleting = Instant::now();
+        match cluster().kubectl_ok(&["delete", "namespace", &self.namespace, "--timeout=600s"]) {
+            Ok(_) => {
+                report(&format!("memory: the namespace of the claims deleted in {}s", deleting.elapsed().as_secs()))
+            }
+            Err(e) => eprintln!("deleting {}: {e:#}", self.namespace),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_thousand_claims_fit_the_shipped_limit_and_an_oom_kill_loses_nothing() {
     install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
     let scope = Scope::on(&cluster().plane, "node-memory").await;
+    let _restore = Restore { namespace: scope.ns.clone() };
     scope.pool("big", json!({"addresses": ["10.64.0.0/17"], "prefix": 17})).await.unwrap();
 
     // 20,000 claims under the shipped limit.
@@ -103,7 +129,7 @@ async fn twenty_thousand_claims_fit_the_shipped_limit_and_an_oom_kill_loses_noth
         "app.kubernetes.io/component=controller",
         "--timeout=120s",
     ]);
-    set_limit(TOO_SMALL);
+    set_memory(SMALL_REQUEST, TOO_SMALL).unwrap_or_else(|e| panic!("{e:#}"));
     create_claims(&scope, "w", 200).await;
     kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=1"]);
     let killed = Instant::now();
@@ -128,7 +154,7 @@ async fn twenty_thousand_claims_fit_the_shipped_limit_and_an_oom_kill_loses_noth
     ferro_ipam_e2e::invariants::check(&scope.client, &[&scope.ns]).await.unwrap_or_else(|e| panic!("{e:#}"));
 
     // The shipped limit back: every claim that waited is served, the others untouched.
-    set_limit(SHIPPED_LIMIT);
+    set_memory(SHIPPED_REQUEST, SHIPPED_LIMIT).unwrap_or_else(|e| panic!("{e:#}"));
     kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=2"]);
     let restored = Instant::now();
     wait_served(&scope, CLAIMS + 200, Duration::from_secs(300)).await;
@@ -142,9 +168,4 @@ async fn twenty_thousand_claims_fit_the_shipped_limit_and_an_oom_kill_loses_noth
     }
     ferro_ipam_e2e::invariants::check(&scope.client, &[&scope.ns]).await.unwrap_or_else(|e| panic!("{e:#}"));
     install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
-
-    // The next scenarios start without 20,000 claims to list.
-    let deleting = Instant::now();
-    kubectl(&["delete", "namespace", &scope.ns, "--timeout=600s"]);
-    report(&format!("memory: the namespace with {} claims deleted in {}s", CLAIMS + 200, deleting.elapsed().as_secs()));
 }

@@ -113,6 +113,25 @@ fn replace_crds(dir: &Path) {
     kubectl(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
 }
 
+/// Leaves the cluster as `kubectl apply -k deploy/` makes it, whether the scenario passed or
+/// not: no in-cluster provider, ferro-ipam's CRDs, two replicas.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let c = cluster();
+        let _ = c.kubectl_ok(&["delete", "namespace", IN_CLUSTER_NS, "--ignore-not-found", "--timeout=120s"]);
+        let _ = c.kubectl_ok(&[
+            "delete",
+            "clusterrole,clusterrolebinding",
+            "capi-ipam-in-cluster-manager",
+            "--ignore-not-found",
+        ]);
+        let _ = c.kubectl_ok(&["replace", "-f", &repo_root().join("crds").to_string_lossy()]);
+        let _ = c.kubectl_ok(&["scale", "-n", SYSTEM, "deployment/ferro-ipam-controller", "--replicas=2"]);
+    }
+}
+
 /// Every `IPAddress` of the namespace: name -> (uid, address).
 async fn snapshot(scope: &Scope) -> BTreeMap<String, (String, String)> {
     let listed = scope.addresses().list(&ListParams::default()).await.unwrap();
@@ -134,7 +153,12 @@ async fn wait_address_ref(scope: &Scope, name: &str) {
             named && scope.addresses().get_opt(name).await.ok().flatten().is_some()
         })
         .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        .unwrap_or_else(|e| {
+            let logs = cluster()
+                .kubectl_ok(&["logs", "-n", IN_CLUSTER_NS, "-l", "control-plane=controller-manager", "--tail=30"])
+                .unwrap_or_else(|e| format!("{e:#}"));
+            panic!("{e:#}\nthe in-cluster provider's log:\n{logs}")
+        });
 }
 
 /// Runs docs/examples/preflight-job.yaml with ferro-ipam's image: it must complete (exit 0),
@@ -167,6 +191,7 @@ async fn in_cluster_to_ferro_ipam_and_back_as_deployments_keeps_every_address() 
     let started = Instant::now();
     let tools = &cluster().plane.tools;
     import_in_cluster_image();
+    let restore = Restore;
     remove_provider().unwrap_or_else(|e| panic!("{e:#}"));
 
     // The in-cluster world: its CRDs, its Deployment, claims it served.
@@ -235,10 +260,7 @@ async fn in_cluster_to_ferro_ipam_and_back_as_deployments_keeps_every_address() 
     ferro_ipam_e2e::invariants::check(&scope.client, &[&scope.ns]).await.unwrap_or_else(|e| panic!("{e:#}"));
 
     // Leave the cluster as `kubectl apply -k deploy/` makes it.
-    kubectl(&["delete", "namespace", IN_CLUSTER_NS, "--wait"]);
-    kubectl(&["delete", "clusterrole,clusterrolebinding", "capi-ipam-in-cluster-manager"]);
-    replace_crds(&repo_root().join("crds"));
-    kubectl(&["scale", "-n", SYSTEM, "deployment/ferro-ipam-controller", "--replicas=2"]);
+    drop(restore);
     install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
     report(&format!("migration: there and back in {}s", started.elapsed().as_secs()));
 }

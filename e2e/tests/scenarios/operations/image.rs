@@ -3,7 +3,7 @@
 //! binary run from that root file system against the API server, with the image's own libraries.
 //! `crane push` takes the tarball.
 //!
-//! The image is `$FERRO_IPAM_IMAGE` (what `make image` wrote; `make test` sets it), else one that
+//! The image is `$FERRO_IPAM_IMAGE_TARBALL` (what `make image` wrote; `make test` sets it), else one that
 //! `deploy/image/build.sh` assembles here from the binary under test.
 
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ fn run(command: &mut Command) -> String {
 
 /// The image tarball, and the directory that holds it if it was built here.
 fn image() -> (PathBuf, Option<tempfile::TempDir>) {
-    if let Some(path) = std::env::var_os("FERRO_IPAM_IMAGE") {
+    if let Some(path) = std::env::var_os("FERRO_IPAM_IMAGE_TARBALL") {
         return (path.into(), None);
     }
     let dir = tempfile::tempdir().unwrap();
