@@ -182,6 +182,15 @@ async fn rollout_restart_and_an_image_change_lose_no_claim_and_old_pods_exit_wit
     }
 }
 
+/// Makes the node schedulable again when dropped, whether the scenario passed or not.
+struct Uncordon(String);
+
+impl Drop for Uncordon {
+    fn drop(&mut self) {
+        let _ = cluster().kubectl_ok(&["uncordon", &self.0]);
+    }
+}
+
 #[tokio::test]
 async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_budget() {
     install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
@@ -205,6 +214,12 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
         "the PodDisruptionBudget never counted two healthy pods allowing one disruption: {}",
         pdb()["status"]
     );
+    // As `kubectl drain` does: the node cordoned first, so that the evicted pod's replacement
+    // cannot start and one pod stays down (on a schedulable node it is back within seconds,
+    // and the budget rightly allows the next eviction).
+    let node = kubectl_json(&["get", "nodes"])["items"][0]["metadata"]["name"].as_str().unwrap().to_owned();
+    let _uncordon = Uncordon(node.clone());
+    kubectl(&["cordon", &node]);
     api.evict(&names[0], &EvictParams::default()).await.unwrap_or_else(|e| panic!("the first eviction: {e}"));
     match api.evict(&names[1], &EvictParams::default()).await {
         Err(kube::Error::Api(status)) => {
@@ -225,5 +240,17 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
                 .collect::<Vec<_>>()
         ),
     }
+    drop(_uncordon);
+    // The scheduler retries a pod it found unschedulable only after a back-off of up to five
+    // minutes; a new replacement is placed at once.
+    kubectl(&[
+        "delete",
+        "pods",
+        "-n",
+        SYSTEM,
+        "-l",
+        "app.kubernetes.io/component=controller",
+        "--field-selector=status.phase=Pending",
+    ]);
     wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
 }
