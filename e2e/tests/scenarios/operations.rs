@@ -13,6 +13,7 @@ mod leader;
 mod prometheus;
 mod prometheus_server;
 mod rbac;
+mod uninstall;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
