@@ -23,5 +23,5 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ferro-ipam /usr/local/bin/ferro-ipam
 # 65532 is distroless's "nonroot"; the Deployment also sets runAsNonRoot and this uid.
 USER 65532:65532
-EXPOSE 8080 9440
+EXPOSE 8443 9440
 ENTRYPOINT ["/usr/local/bin/ferro-ipam"]

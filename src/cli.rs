@@ -156,8 +156,9 @@ pub struct RunFlags {
     #[arg(long = "v", short = 'v', value_name = "LEVEL")]
     pub verbosity: Option<u8>,
 
-    /// Seconds a deleted claim's address is kept for a new claim of the same namespace and name
-    /// (sticky addresses; it goes to others earlier only if the pool is otherwise full). 0: off.
+    /// Seconds a deleted claim's address is remembered for a new claim of the same namespace and
+    /// name, which gets it back if it is still free (sticky addresses). Nothing is reserved: any
+    /// claim may take the address meanwhile. 0: off.
     #[arg(long, default_value_t = 600)]
     pub sticky_address_seconds: u64,
 

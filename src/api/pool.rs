@@ -139,8 +139,9 @@ pub struct IPPoolStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["family"]))]
     pub families: Vec<FamilyCounts>,
 
-    /// Addresses of recently deleted claims, kept for a claim of the same namespace and name
-    /// until `until` (sticky addresses). Handed to others only when the pool is otherwise full.
+    /// Addresses of recently deleted claims, remembered until `until` (sticky addresses): a claim
+    /// re-created under the same namespace and name gets its address back if it is still free.
+    /// Nothing is reserved: any claim may take the address meanwhile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub recently_released: Vec<ReleasedAddress>,

@@ -55,7 +55,8 @@ type Slot = PoolEntry;
 #[derive(Clone)]
 pub struct Index {
     pools: Arc<RwLock<HashMap<PoolKey, Arc<Mutex<Slot>>>>>,
-    /// How long a released claim's address is kept for a claim of the same name (zero: not at all).
+    /// How long a released claim's address is remembered for a claim of the same name (zero: not
+    /// at all). A memory reserves nothing.
     sticky: SignedDuration,
     registry: Arc<Registry>,
     triggers: mpsc::UnboundedSender<Trigger>,
@@ -79,7 +80,7 @@ fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
 
 impl Index {
     /// A new, not yet ready index, and the stream of triggers it emits. Released addresses are
-    /// kept for `sticky` for a claim of the same namespace and name.
+    /// remembered for `sticky` for a claim of the same namespace and name.
     pub fn new(sticky: std::time::Duration) -> (Index, mpsc::UnboundedReceiver<Trigger>) {
         Index::with_clock(sticky, Arc::new(Timestamp::now))
     }

@@ -12,6 +12,7 @@ mod image;
 mod leader;
 mod prometheus;
 mod rbac;
+mod uninstall;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

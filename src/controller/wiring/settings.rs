@@ -25,7 +25,7 @@ pub struct Settings {
     pub pool_concurrency: u16,
     /// Name of this instance, for Events.
     pub instance: Option<String>,
-    /// How long a deleted claim's address is kept for a claim of the same name.
+    /// How long a deleted claim's address is remembered for a claim of the same name.
     pub sticky: Duration,
     /// The API server's clock, for grace periods, sticky addresses and condition times.
     pub clock: crate::client::ServerClock,

@@ -2,7 +2,8 @@
 //! `e2e/tools/go-tool.sh`): it renders ferro-ipam's components from a local provider repository
 //! (`clusterctl generate provider --ipam ferro-ipam:<version>`), they apply to two API servers,
 //! and `clusterctl move` takes a namespace's Cluster, pool, claims and addresses from one to the
-//! other. Every address stays what it was, and no claim is served twice.
+//! other. Every address stays what it was, and no claim is served twice. `clusterctl delete` then
+//! removes the provider and keeps the pool and its addresses.
 //!
 //! The management clusters need what `clusterctl init` would leave: clusterctl's provider
 //! inventory (its CRD, from the same module, and one `Provider` per provider) and the
@@ -196,6 +197,26 @@ async fn clusterctl_installs_ferro_ipam_and_moves_a_namespace_with_its_addresses
     let log = provider.log_tail(100_000);
     assert!(!log.contains("AllocationFailed"), "the target allocated nothing anew:\n{log}");
     drop(provider);
+
+    // `clusterctl delete` (docs/operations.md#uninstall) removes the provider and keeps the
+    // CRDs, and so the pool and every address.
+    clusterctl(home.path(), &["delete", "--ipam", "ferro-ipam", "--kubeconfig", &target_kubeconfig]);
+    let deployment =
+        target.kubectl(&["get", "deployment", "ferro-ipam-controller", "-n", "ferro-ipam-system"]).unwrap();
+    assert!(!deployment.status.success(), "clusterctl delete left the Deployment");
+    let crd = target
+        .kubectl_ok(&[
+            "get",
+            "crd",
+            "inclusterippools.ipam.cluster.x-k8s.io",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .unwrap();
+    assert!(crd.trim().is_empty(), "clusterctl delete deletes the pool CRD: {crd}");
+    let pool = t.pools().get_opt("nodes").await.unwrap().expect("the pool is kept");
+    assert!(pool.metadata.deletion_timestamp.is_none(), "the pool is being deleted");
+    assert_eq!(addresses(&t).await, before, "every IPAddress is kept");
     // The planes live in statics, never dropped: their files go now that no test needs them (a
     // failed run keeps them, logs included).
     for plane in [source, target] {

@@ -1,6 +1,7 @@
 //! The argument lists that Cluster API tooling gives a provider, run exactly as given: the one
 //! cluster-api-operator generates from an `IPAMProvider`'s `spec.manager`, and the one of the
-//! in-cluster provider's manifest. Each must start, take its Lease and allocate.
+//! in-cluster provider's manifest. Each must start, take its Lease and allocate, and the
+//! verbosity the operator sets must reach the log.
 //!
 //! Both providers watch every namespace, so they run on a control plane of their own, one after
 //! the other, instead of beside the scenarios of the shared one.
@@ -16,7 +17,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use super::{deploy, find, kustomize, scraper_token};
+use super::{clusterctl_defaults, deploy, find, scraper_token, yaml_documents};
 use crate::PROMPTLY;
 
 fn private_plane() -> &'static ControlPlane {
@@ -78,9 +79,11 @@ fn operator_args(manifest: &[String], health: &str, metrics: &str, lease_namespa
     args
 }
 
-/// The args of ferro-ipam's own Deployment, `$(POD_NAMESPACE)` expanded as the kubelet does.
-fn manifest_args(plane: &ControlPlane, namespace: &str) -> Vec<String> {
-    let objects = kustomize(plane, &deploy(""));
+/// The args of the Deployment of `ipam-components.yaml`, which cluster-api-operator installs
+/// (clusterctl variables at their defaults), `$(POD_NAMESPACE)` expanded as the kubelet does.
+fn manifest_args(namespace: &str) -> Vec<String> {
+    let components = std::fs::read_to_string(deploy("clusterctl/ipam-components.yaml")).unwrap();
+    let objects = yaml_documents(&clusterctl_defaults(&components).unwrap());
     let deployment = find(&objects, "Deployment", "ferro-ipam-controller");
     deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
@@ -126,12 +129,15 @@ async fn the_operators_and_the_in_cluster_providers_argument_lists_start_and_ser
 
     let s = namespace(plane, "operator-args").await;
     let (health, metrics) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-    let args = operator_args(&manifest_args(plane, "ferro-ipam-system"), &health, &metrics, &s.ns);
+    let args = operator_args(&manifest_args("ferro-ipam-system"), &health, &metrics, &s.ns);
     eprintln!("cluster-api-operator's argument list: {args:?}");
     let mut provider = Provider::launch_exactly(plane, &args, health, metrics).unwrap();
     assert_serves(&provider, &s, &s.ns, "ferro-ipam-lease", || provider.metrics_text()).await;
     let log = provider.log_tail(5);
     assert!(log.lines().all(|l| l.starts_with('{')), "--logging-format=json writes JSON lines:\n{log}");
+    // The operator's verbosity reaches the log: nothing in the components overrides its --v.
+    let log = provider.log_tail(100_000);
+    assert!(log.contains(r#""level":"DEBUG""#), "--v=5 logs debug lines:\n{}", provider.log_tail(20));
     assert!(provider.stop().is_some_and(|status| status.success()), "{}", provider.log_tail(20));
 
     // The in-cluster provider's manager runs with `--leader-elect` and nothing else: every other

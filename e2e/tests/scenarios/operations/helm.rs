@@ -19,7 +19,7 @@ fn helm() -> PathBuf {
     ferro_ipam_e2e::gotools::go_tool("helm").unwrap_or_else(|e| panic!("{e:#}"))
 }
 
-fn helm_ok(args: &[&str]) -> String {
+pub fn helm_ok(args: &[&str]) -> String {
     let output = Command::new(helm()).args(args).output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "helm {}: {text}{}", args.join(" "), String::from_utf8_lossy(&output.stderr));
@@ -48,12 +48,21 @@ fn template(plane: &ControlPlane, namespace: &str, set: &[&str]) -> Vec<Value> {
     yaml_documents(&template_text(plane, namespace, set))
 }
 
-/// An object without the labels Helm adds.
+/// The annotation that keeps an object on `helm uninstall`.
+const KEEP: &str = "helm.sh/resource-policy";
+
+/// An object without the labels Helm adds, and without the CRDs' keep annotation.
 fn without_helm_labels(object: &Value) -> Value {
     let mut object = object.clone();
     if let Some(labels) = object["metadata"]["labels"].as_object_mut() {
         for helm_label in ["app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart"] {
             labels.remove(helm_label);
+        }
+    }
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        let annotations = metadata.get_mut("annotations").and_then(Value::as_object_mut);
+        if annotations.is_some_and(|a| a.remove(KEEP).is_some() && a.is_empty()) {
+            metadata.remove("annotations");
         }
     }
     object
@@ -83,6 +92,8 @@ fn default_values_render_what_kustomize_installs_and_the_api_server_accepts_it()
         let (kind, name) = (object["kind"].as_str().unwrap(), object["metadata"]["name"].as_str().unwrap());
         let chart = find(&rendered, kind, name);
         assert_eq!(chart["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm", "{kind} {name}");
+        let kept = chart["metadata"]["annotations"][KEEP].as_str();
+        assert_eq!(kept == Some("keep"), kind == "CustomResourceDefinition", "{kind} {name}: {KEEP} is {kept:?}");
         assert!(
             without_helm_labels(chart) == *object,
             "{kind} {name} differs from kustomize's:\n{chart:#}\n{object:#}"
