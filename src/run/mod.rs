@@ -22,6 +22,7 @@ use crate::controller::discovery;
 use crate::controller::wiring::{Listing, Settings, Term};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
+use crate::misconfig::Misconfig;
 use leader::Leadership;
 
 pub use logging::init as init_logging;
@@ -101,13 +102,14 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
+    let misconfig = Misconfig::new(health.clone(), metrics.misconfigured.clone());
     diagnostics::serve(&flags, metrics.clone(), client.clone()).await?;
     if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
         health::serve(address, health.router(), "health probes").await?;
         info!(%address, "serving health probes");
     }
     // Not ready until discovery has answered.
-    let Some(served) = discovery::served_eventually(&client, shutdown.clone().cancelled_owned()).await else {
+    let Some(served) = discovery::served_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await else {
         return Ok(());
     };
     compat::check_kubernetes(&client).await?;
@@ -125,14 +127,14 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         listing: Listing { page_size: flags.list_page_size, streaming: flags.initial_list == InitialList::Streaming },
     };
 
-    let controllers = Term { client, served, settings, health, metrics };
+    let controllers = Term { client, served, settings, health, metrics, misconfig: misconfig.clone() };
     if !flags.leader_elect {
         controllers.metrics.leader.set(1);
         return finish_term(controllers.run(shutdown.clone().cancelled_owned()), &shutdown).await;
     }
 
-    let campaign =
-        leader::campaign(lease_client, lease_settings(&flags, identity), connection.fence, controllers.health.clone());
+    let settings = lease_settings(&flags, identity);
+    let campaign = leader::campaign(lease_client, settings, connection.fence, controllers.health.clone(), misconfig);
     let mut leading = campaign.leading.clone();
     let result = lead(&controllers, &mut leading, shutdown).await;
     campaign.resign(Duration::from_secs(2)).await;
@@ -205,6 +207,7 @@ async fn lead(
         // their writes.
         metrics.stand_by();
         health.forget_watches();
+        controllers.misconfig.forget(|object| object.starts_with(crate::controller::watches::WATCH_PREFIX));
         warn!(term, "standing by: the leadership term ended, its index is dropped");
     }
 }
