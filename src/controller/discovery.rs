@@ -48,13 +48,22 @@ pub(crate) async fn served_eventually(
                 misconfig.resolved(DISCOVERY);
                 return Some(served);
             }
-            Err(error) => misconfig.report(discovery_problem(&error), DISCOVERY, "get", &format!("{error:#}")),
+            Err(error) => misconfig.report(discovery_problem(&error), DISCOVERY, "get", &message(&error)),
         }
         tokio::select! {
             _ = &mut stop => return None,
             _ = tokio::time::sleep(delay) => {}
         }
         delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// A failure as a person reads it: what was being done, and the API server's message without
+/// kube's debug form of the whole `Status`.
+fn message(error: &anyhow::Error) -> String {
+    match error.chain().find_map(|e| e.downcast_ref::<kube::Error>()) {
+        Some(cause) => format!("{error}: {}", super::error::describe(cause)),
+        None => format!("{error:#}"),
     }
 }
 

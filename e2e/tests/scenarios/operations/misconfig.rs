@@ -1,0 +1,223 @@
+//! Every misconfiguration is said loudly, within one lease duration (15 s by default): an ERROR
+//! line naming the object, the action and the API server's message, logged once per 30 s and
+//! not once per retry; `ferro_ipam_misconfigured{problem}` above 0; and `/readyz` 503. Each test
+//! measures the seconds from the start of the process until all three hold, and appends a row to
+//! `target/misconfig-report.md` (and prints it: run with `--nocapture` to see the table).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ferro_ipam_e2e::objects::Scope;
+use ferro_ipam_e2e::plane::repo_root;
+use ferro_ipam_e2e::process::{free_port, http_status};
+use ferro_ipam_e2e::proxy::Proxy;
+use ferro_ipam_e2e::{ControlPlane, Provider};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+/// The default lease duration: the bound on how long a misconfiguration may stay silent.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// The value of `ferro_ipam_misconfigured{problem="<problem>"}`, if scraped.
+fn misconfigured(provider: &Provider, problem: &str) -> Option<f64> {
+    let prefix = format!("ferro_ipam_misconfigured{{problem=\"{problem}\"}} ");
+    provider.metrics_text()?.lines().find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
+}
+
+fn error_lines(provider: &Provider, problem: &str) -> usize {
+    let needle = format!("problem={problem}");
+    provider.log_tail(1_000_000).lines().filter(|l| l.contains("ERROR") && l.contains(&needle)).count()
+}
+
+/// Waits until the ERROR line (with every one of `parts`), the metric and `/readyz` 503 all say
+/// `problem`; returns the seconds since `started`.
+fn wait_signal(provider: &Provider, started: Instant, problem: &str, parts: &[&str]) -> f64 {
+    let problem_field = format!("problem={problem}");
+    let mut line: Vec<&str> = vec!["ERROR", &problem_field];
+    line.extend(parts);
+    let deadline = started + LEASE_DURATION;
+    loop {
+        let logged = provider.logged(&line);
+        let metric = misconfigured(provider, problem).is_some_and(|v| v >= 1.0);
+        let unready = http_status(&provider.health, "/readyz") == Some(503);
+        if logged && metric && unready {
+            return started.elapsed().as_secs_f64();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{problem} not signalled within {LEASE_DURATION:?} (ERROR line {logged}, metric {metric}, /readyz 503 {unready}); log:\n{}",
+            provider.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Appends one row to the report and prints it.
+fn report(misconfiguration: &str, log: &str, readiness: &str, metric: &str, condition: &str, seconds: f64) {
+    let row = format!("| {misconfiguration} | `{log}` | {readiness} | `{metric}` | {condition} | {seconds:.1} |");
+    println!("misconfig report: {row}");
+    let path: PathBuf = repo_root().join("target/misconfig-report.md");
+    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(file, "{row}");
+    }
+}
+
+/// The lease flags of a provider whose Lease lives in `namespace`.
+fn leader_args<'a>(s: &'a Scope, namespace: &'a str) -> Vec<&'a str> {
+    let mut args = s.provider_args();
+    args.extend(["--leader-elect", "--leader-election-namespace", namespace, "--leader-elect-retry-period", "1s"]);
+    args
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_lease_namespace_is_an_error_not_ready_and_a_metric_until_it_is_created() {
+    let s = Scope::new("misconfig-lease-ns").await;
+    let missing = format!("{}-leases", s.ns);
+    let started = Instant::now();
+    let provider = Provider::launch(s.plane, &s.plane.kubeconfig, &leader_args(&s, &missing)).unwrap();
+    let seconds =
+        wait_signal(&provider, started, "lease_namespace_missing", &["action=create", "not found", &missing]);
+    report(
+        "lease namespace missing",
+        "ERROR problem=lease_namespace_missing object=Lease <ns>/ferro-ipam-leader action=create error=namespaces \"<ns>\" not found (404 NotFound)",
+        "503",
+        "ferro_ipam_misconfigured{problem=\"lease_namespace_missing\"} 1",
+        "none (nothing may be written without the Lease)",
+        seconds,
+    );
+    // Retried every second, logged once per 30 s.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(error_lines(&provider, "lease_namespace_missing"), 1, "{}", provider.log_tail(30));
+
+    // Fixed: the namespace exists, the replica leads, serves, and the signals clear.
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": missing}})).unwrap();
+    Api::<Namespace>::all(s.client.clone()).create(&PostParams::default(), &namespace).await.unwrap();
+    provider.wait_ready(Duration::from_secs(20)).unwrap();
+    assert_eq!(misconfigured(&provider, "lease_namespace_missing"), Some(0.0));
+    assert!(provider.logged(&["resolved", "lease_namespace_missing"]), "{}", provider.log_tail(30));
+    s.pool("nodes", json!({"addresses": ["10.70.0.10-10.70.0.12"], "prefix": 24})).await.unwrap();
+    s.claim("c", "InClusterIPPool", "nodes").await.unwrap();
+    s.wait_allocated("c", crate::PROMPTLY).await.unwrap();
+}
+
+/// A kubeconfig for the shared plane as a user no RBAC rule names.
+fn nobody(plane: &ControlPlane, user: &str) -> PathBuf {
+    plane.kubeconfig_as(user, &[]).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_forbidden_by_rbac_is_an_error_not_ready_and_a_metric() {
+    let s = Scope::new("misconfig-lease-rbac").await;
+    let config = nobody(s.plane, &format!("{}-user", s.ns));
+    let started = Instant::now();
+    let provider = Provider::launch(s.plane, &config, &leader_args(&s, &s.ns)).unwrap();
+    let seconds = wait_signal(&provider, started, "lease_forbidden", &["action=get", "forbidden"]);
+    report(
+        "Lease forbidden by RBAC",
+        "ERROR problem=lease_forbidden object=Lease <ns>/ferro-ipam-leader action=get error=leases.coordination.k8s.io \"ferro-ipam-leader\" is forbidden: User \"...\" cannot get ... (403 Forbidden)",
+        "503",
+        "ferro_ipam_misconfigured{problem=\"lease_forbidden\"} 1",
+        "none (nothing may be written without the Lease)",
+        seconds,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_addresses_and_pools_forbidden_by_rbac_are_an_error_not_ready_and_a_metric() {
+    let s = Scope::new("misconfig-watch-rbac").await;
+    let config = nobody(s.plane, &format!("{}-user", s.ns));
+    let started = Instant::now();
+    let provider = Provider::launch(s.plane, &config, &s.provider_args()).unwrap();
+    let seconds = wait_signal(&provider, started, "forbidden", &["action=list", "list/watch of", "forbidden"]);
+    report(
+        "claims, addresses, pools or Clusters forbidden (list/watch 403)",
+        "ERROR problem=forbidden object=list/watch of IPAddressClaim action=list error=... is forbidden ... (403 Forbidden)",
+        "503 (the leader; a stand-by does not watch)",
+        "ferro_ipam_misconfigured{problem=\"forbidden\"} 5 (one per refused watch)",
+        "none (the pools cannot be read)",
+        seconds,
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let lines = error_lines(&provider, "forbidden") as f64;
+    let watches = misconfigured(&provider, "forbidden").unwrap_or_default();
+    assert!(lines <= watches, "one ERROR line per refused watch, not one per retry: {lines} lines, {watches} watches");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_credentials_are_an_error_not_ready_and_a_metric() {
+    let plane = ControlPlane::shared();
+    let config = plane.dir.join("misconfig-bad-token.kubeconfig");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
+             users:\n- name: bad\n  user:\n    token: not-a-token\ncontexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: bad\n\
+             current-context: e2e\n",
+            plane.server,
+            plane.credentials.ca_cert.display()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let provider = Provider::launch(plane, &config, &["--namespace", "misconfig-unauthorized"]).unwrap();
+    let seconds = wait_signal(&provider, started, "unauthorized", &["action=get", "Unauthorized"]);
+    report(
+        "credentials refused (401)",
+        "ERROR problem=unauthorized object=API discovery of the Cluster API groups action=get error=... Unauthorized (401)",
+        "503",
+        "ferro_ipam_misconfigured{problem=\"unauthorized\"} 1",
+        "none",
+        seconds,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_api_server_at_start_is_an_error_and_not_ready_until_it_answers() {
+    let s = Scope::new("misconfig-unreachable").await;
+    let proxy = Proxy::start(s.plane.api_address()).unwrap();
+    proxy.refuse();
+    let config = s.plane.kubeconfig_for(&format!("{}-proxied", s.ns), &proxy.server()).unwrap();
+    let started = Instant::now();
+    let provider = Provider::launch(s.plane, &config, &s.provider_args()).unwrap();
+    let seconds = wait_signal(&provider, started, "api_unreachable", &["action=get"]);
+    report(
+        "API server unreachable at start",
+        "ERROR problem=api_unreachable object=API discovery of the Cluster API groups action=get error=discovering API group ...: <connection error>",
+        "503 until it answers",
+        "ferro_ipam_misconfigured{problem=\"api_unreachable\"} 1",
+        "none",
+        seconds,
+    );
+    proxy.heal();
+    provider.wait_ready(Duration::from_secs(30)).unwrap();
+    assert_eq!(misconfigured(&provider, "api_unreachable"), Some(0.0));
+}
+
+#[test]
+fn an_unreadable_kubeconfig_stops_the_process_with_a_message_naming_it() {
+    let plane = ControlPlane::shared();
+    let garbage = plane.dir.join("misconfig-garbage.kubeconfig");
+    std::fs::write(&garbage, "this: is: not: a kubeconfig").unwrap();
+    for config in [PathBuf::from("/nonexistent/kubeconfig"), garbage] {
+        let started = Instant::now();
+        let health = format!("127.0.0.1:{}", free_port());
+        let output = std::process::Command::new(ferro_ipam_e2e::provider::binary())
+            .args(["--kubeconfig", &config.to_string_lossy(), "--health-probe-bind-address", &health])
+            .args(["--diagnostics-address", "0"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        assert!(text.contains("ERROR") && text.contains("kubeconfig"), "{text}");
+        report(
+            &format!("kubeconfig unreadable ({})", config.display()),
+            "ERROR ferro-ipam cannot run: reading kubeconfig ...: <cause>",
+            "the process exits 1",
+            "none (the process is gone)",
+            "none",
+            started.elapsed().as_secs_f64(),
+        );
+    }
+}
