@@ -206,6 +206,10 @@ impl Metrics {
             "1 while this replica holds the leader lease (or runs without leader election)",
             metrics.leader.clone(),
         );
+        // Every problem has a series from the start: an alert can compare it with 0.
+        for problem in crate::misconfig::Problem::ALL {
+            metrics.misconfigured.get_or_create(&ProblemLabels { problem }).set(0);
+        }
         registry.register(
             "misconfigured",
             "Objects that a misconfiguration of this problem makes unusable (0: none)",

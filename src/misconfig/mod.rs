@@ -35,9 +35,6 @@ pub(crate) struct Misconfig {
 
 impl Misconfig {
     pub fn new(health: Health, gauge: Family<ProblemLabels, Gauge>) -> Self {
-        for problem in Problem::ALL {
-            gauge.get_or_create(&ProblemLabels { problem }).set(0);
-        }
         Misconfig { health, gauge, seen: Arc::default() }
     }
 
@@ -111,7 +108,6 @@ mod tests {
     fn a_problem_makes_the_replica_unready_and_counts_until_it_is_resolved() {
         let (misconfig, health, gauge) = reporter();
         assert!(health.is_ready());
-        assert_eq!(count(&gauge, Problem::lease_forbidden), 0, "every problem has a series from the start");
         misconfig.report(Problem::lease_forbidden, "Lease ns/l", "create", "forbidden");
         misconfig.report(Problem::lease_forbidden, "Lease ns/l", "create", "forbidden");
         assert_eq!(count(&gauge, Problem::lease_forbidden), 1);

@@ -46,7 +46,9 @@ impl Problem {
             Problem::crd_missing => {
                 "the API server does not serve a kind ferro-ipam needs: install Cluster API's CRDs and ferro-ipam's pool CRDs (crds/); claims are not served"
             }
-            Problem::api_unreachable => "cannot reach the API server: check the kubeconfig's server address and the network; not ready until it answers",
+            Problem::api_unreachable => {
+                "cannot reach the API server: check the kubeconfig's server address and the network; not ready until it answers"
+            }
             Problem::unauthorized => {
                 "the API server refuses the credentials (401): check the kubeconfig's token or certificate, or the ServiceAccount token; not ready until they are accepted"
             }

@@ -80,7 +80,13 @@ impl Campaign {
 
 /// Starts competing for the lease. Writes through `fence` are allowed only while this replica
 /// leads.
-pub fn campaign(client: Client, settings: LeaseSettings, fence: Fence, health: Health, misconfig: Misconfig) -> Campaign {
+pub fn campaign(
+    client: Client,
+    settings: LeaseSettings,
+    fence: Fence,
+    health: Health,
+    misconfig: Misconfig,
+) -> Campaign {
     let (tx, leading) = watch::channel(Leadership::Standby);
     let stop = CancellationToken::new();
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);

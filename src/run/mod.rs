@@ -109,7 +109,8 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         info!(%address, "serving health probes");
     }
     // Not ready until discovery has answered.
-    let Some(served) = discovery::served_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await else {
+    let Some(served) = discovery::served_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await
+    else {
         return Ok(());
     };
     compat::check_kubernetes(&client).await?;

@@ -77,8 +77,7 @@ async fn a_missing_lease_namespace_is_an_error_not_ready_and_a_metric_until_it_i
     let missing = format!("{}-leases", s.ns);
     let started = Instant::now();
     let provider = Provider::launch(s.plane, &s.plane.kubeconfig, &leader_args(&s, &missing)).unwrap();
-    let seconds =
-        wait_signal(&provider, started, "lease_namespace_missing", &["action=create", "not found", &missing]);
+    let seconds = wait_signal(&provider, started, "lease_namespace_missing", &["action=create", "not found", &missing]);
     report(
         "lease namespace missing",
         "ERROR problem=lease_namespace_missing object=Lease <ns>/ferro-ipam-leader action=create error=namespaces \"<ns>\" not found (404 NotFound)",
