@@ -19,16 +19,19 @@ pub enum Problem {
     api_unreachable,
     /// The API server refuses the credentials (401).
     unauthorized,
+    /// Another IPAM provider's leader Lease is held and renewed.
+    other_provider_active,
 }
 
 impl Problem {
-    pub const ALL: [Problem; 6] = [
+    pub const ALL: [Problem; 7] = [
         Problem::lease_namespace_missing,
         Problem::lease_forbidden,
         Problem::forbidden,
         Problem::crd_missing,
         Problem::api_unreachable,
         Problem::unauthorized,
+        Problem::other_provider_active,
     ];
 
     /// What the operator must do, in the words of the log line.
@@ -48,6 +51,9 @@ impl Problem {
             }
             Problem::api_unreachable => {
                 "cannot reach the API server: check the kubeconfig's server address and the network; not ready until it answers"
+            }
+            Problem::other_provider_active => {
+                "another IPAM provider is running: stop it (see docs/migration.md), or turn this check off with --other-provider-check=false if it serves other pools; nothing is allocated meanwhile"
             }
             Problem::unauthorized => {
                 "the API server refuses the credentials (401): check the kubeconfig's token or certificate, or the ServiceAccount token; not ready until they are accepted"

@@ -220,3 +220,78 @@ fn an_unreadable_kubeconfig_stops_the_process_with_a_message_naming_it() {
         );
     }
 }
+
+/// The in-cluster provider's leader Lease name (`7bb7acb4.ipam.cluster.x-k8s.io`).
+const IN_CLUSTER_LEASE: &str = "7bb7acb4.ipam.cluster.x-k8s.io";
+
+/// Writes the Lease `IN_CLUSTER_LEASE` in `ns` as held by `holder` and renewed now.
+async fn renew_other_lease(s: &Scope, duration: i32, renewals: i64) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Patch, PatchParams};
+    let leases: Api<Lease> = Api::namespaced(s.client.clone(), &s.ns);
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta { name: Some(IN_CLUSTER_LEASE.into()), ..Default::default() },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("in-cluster-ipam_e2e".into()),
+            lease_duration_seconds: Some(duration),
+            renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            lease_transitions: Some(i32::try_from(renewals).unwrap()),
+            ..LeaseSpec::default()
+        }),
+    };
+    leases.patch(IN_CLUSTER_LEASE, &PatchParams::apply("e2e-in-cluster").force(), &Patch::Apply(&lease)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_providers_renewed_lease_stops_allocation_until_it_lapses() {
+    let s = Scope::new("other-provider").await;
+    const DURATION: i32 = 4;
+    renew_other_lease(&s, DURATION, 0).await;
+    let other = format!("{}/{IN_CLUSTER_LEASE}", s.ns);
+    let mut args = s.provider_args();
+    args.extend(["--other-provider-lease", &other, "--leader-elect-retry-period", "1s"]);
+    args.extend(["--leader-elect-renew-deadline", "2s", "--leader-elect-lease-duration", "4s"]);
+    let started = Instant::now();
+    let provider = Provider::launch(s.plane, &s.plane.kubeconfig, &args).unwrap();
+    s.pool("nodes", json!({"addresses": ["10.71.0.10-10.71.0.12"], "prefix": 24})).await.unwrap();
+    s.claim("c", "InClusterIPPool", "nodes").await.unwrap();
+    // Renewed every second for 6 s: the Lease is held all along, and nothing is allocated.
+    let mut signalled = None;
+    for n in 1..=6 {
+        renew_other_lease(&s, DURATION, n).await;
+        if signalled.is_none()
+            && provider.logged(&["ERROR", "problem=other_provider_active", &other])
+            && misconfigured(&provider, "other_provider_active") == Some(1.0)
+            && http_status(&provider.health, "/readyz") == Some(503)
+        {
+            signalled = Some(started.elapsed().as_secs_f64());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let signalled =
+        signalled.unwrap_or_else(|| panic!("no signal of the other provider; log:\n{}", provider.log_tail(30)));
+    assert!(s.addresses().get_opt("c").await.unwrap().is_none(), "allocated while another provider was active");
+    assert_eq!(error_lines(&provider, "other_provider_active"), 1, "{}", provider.log_tail(30));
+    report(
+        "another IPAM provider's Lease held and renewed",
+        "ERROR problem=other_provider_active object=Lease <ns>/7bb7acb4.ipam.cluster.x-k8s.io action=get error=held by <holder> and renewed: ...",
+        "503",
+        "ferro_ipam_misconfigured{problem=\"other_provider_active\"} 1",
+        "none yet",
+        signalled,
+    );
+    // The other provider stops renewing: served once its Lease has lapsed.
+    let stopped = Instant::now();
+    s.wait_allocated("c", Duration::from_secs(30)).await.unwrap();
+    let served = stopped.elapsed().as_secs_f64();
+    assert!(
+        served >= f64::from(DURATION) - 1.0,
+        "served {served:.1} s after the last renewal, before the Lease lapsed"
+    );
+    assert_eq!(misconfigured(&provider, "other_provider_active"), Some(0.0));
+    println!(
+        "misconfig report: other provider's Lease (duration {DURATION} s) lapsed: claim served {served:.1} s after its last renewal"
+    );
+}
