@@ -85,7 +85,7 @@ pub struct RunFlags {
         long,
         value_name = "NAMESPACE/NAME",
         value_delimiter = ',',
-        default_value = "capi-ipam-in-cluster-system/7bb7acb4.ipam.cluster.x-k8s.io"
+        default_value = crate::other_provider::IN_CLUSTER_LEASE
     )]
     pub other_provider_lease: Vec<String>,
 

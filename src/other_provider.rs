@@ -17,6 +17,9 @@ use crate::controller::error::describe;
 use crate::misconfig::{Misconfig, Problem};
 use crate::run::lease::{Observer, Verdict};
 
+/// The in-cluster provider's leader Lease, as clusterctl installs it (`NAMESPACE/NAME`).
+pub(crate) const IN_CLUSTER_LEASE: &str = "capi-ipam-in-cluster-system/7bb7acb4.ipam.cluster.x-k8s.io";
+
 /// One Lease of another provider, and what was seen of it.
 struct Watched {
     api: Api<Lease>,
