@@ -295,3 +295,51 @@ async fn another_providers_renewed_lease_stops_allocation_until_it_lapses() {
         "misconfig report: other provider's Lease (duration {DURATION} s) lapsed: claim served {served:.1} s after its last renewal"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_running_in_cluster_provider_is_refused_and_ferro_ipam_serves_once_its_lease_lapses() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let s = Scope::new("in-cluster-running").await;
+    ferro_ipam_e2e::peer::install_missing_crds(s.plane).unwrap();
+    let mut peer = ferro_ipam_e2e::Peer::launch_leading(s.plane, &s.ns, &["--namespace", &s.ns]).unwrap();
+    let leases: Api<Lease> = Api::namespaced(s.client.clone(), &s.ns);
+    s.eventually("the in-cluster provider holds its Lease", Duration::from_secs(30), || async {
+        leases.get_opt(IN_CLUSTER_LEASE).await.ok().flatten().and_then(|l| l.spec?.holder_identity).is_some()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}; its log:\n{}", peer.log_tail(20)));
+    let other = format!("{}/{IN_CLUSTER_LEASE}", s.ns);
+    let mut args = s.provider_args();
+    args.extend(["--other-provider-lease", &other]);
+    let started = Instant::now();
+    let provider = Provider::launch(s.plane, &s.plane.kubeconfig, &args).unwrap();
+    let seconds = wait_signal(&provider, started, "other_provider_active", &[&other, "held by"]);
+    report(
+        "the in-cluster provider running (its Lease held and renewed)",
+        "ERROR problem=other_provider_active object=Lease <ns>/7bb7acb4.ipam.cluster.x-k8s.io action=get error=held by <holder> and renewed: ...",
+        "503",
+        "ferro_ipam_misconfigured{problem=\"other_provider_active\"} 1",
+        "none yet",
+        seconds,
+    );
+    s.pool("nodes", json!({"addresses": ["10.72.0.10-10.72.0.19"], "prefix": 24})).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // No term starts (a term begins "became the leader"), so nothing is allocated or written.
+    assert!(!provider.logged(&["became the leader"]), "ferro-ipam served while the in-cluster provider ran");
+    peer.stop();
+    let stopped = Instant::now();
+    s.claim("after", "InClusterIPPool", "nodes").await.unwrap();
+    s.wait_allocated("after", Duration::from_secs(45)).await.unwrap();
+    let served = stopped.elapsed().as_secs_f64();
+    assert!(provider.logged(&["became the leader"]), "ferro-ipam served the claim: {}", provider.log_tail(20));
+    assert_eq!(misconfigured(&provider, "other_provider_active"), Some(0.0));
+    println!("misconfig report: in-cluster provider stopped: ferro-ipam served a claim {served:.1} s later");
+    report(
+        "the in-cluster provider stopped: its Lease lapses",
+        "INFO resolved ... problem=other_provider_active",
+        "200",
+        "ferro_ipam_misconfigured{problem=\"other_provider_active\"} 0",
+        "none",
+        served,
+    );
+}
