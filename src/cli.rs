@@ -73,6 +73,22 @@ pub struct RunFlags {
     #[arg(long)]
     pub leader_election_namespace: Option<String>,
 
+    /// Refuse to allocate while another IPAM provider's leader Lease (--other-provider-lease) is
+    /// held and renewed: two providers would hand one address to two machines.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = parse_bool, num_args = 0..=1, require_equals = true,
+          default_value = "true", default_missing_value = "true")]
+    pub other_provider_check: bool,
+
+    /// The leader Leases of other IPAM providers, as NAMESPACE/NAME, comma-separated. Default:
+    /// the in-cluster provider's, as clusterctl installs it.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        value_delimiter = ',',
+        default_value = crate::other_provider::IN_CLUSTER_LEASE
+    )]
+    pub other_provider_lease: Vec<String>,
+
     /// Name of the leader-election Lease. "NAMESPACE/NAME", as cluster-api-operator passes it,
     /// also sets its namespace, whatever --leader-election-namespace says.
     #[arg(long, default_value = "ferro-ipam-leader")]
@@ -271,6 +287,11 @@ impl RunFlags {
         }
         if self.kube_api_burst == 0 {
             return Err("--kube-api-burst must be at least 1".to_owned());
+        }
+        for lease in &self.other_provider_lease {
+            if !matches!(lease.split_once('/'), Some((ns, name)) if !ns.is_empty() && !name.is_empty()) {
+                return Err(format!("--other-provider-lease {lease:?}: expected NAMESPACE/NAME"));
+            }
         }
         parse_bind_address(&self.diagnostics_address).map_err(|e| format!("--diagnostics-address: {e}"))?;
         parse_bind_address(&self.health_probe_bind_address).map_err(|e| format!("--health-probe-bind-address: {e}"))?;

@@ -1,7 +1,8 @@
 //! Liveness and readiness.
 //!
 //! - `/readyz` answers 200 once this replica is useful: a leader whose index is complete, or a
-//!   replica standing by for the lease (after discovery has answered).
+//!   replica standing by for the lease (after discovery has answered), unless the install is
+//!   misconfigured (see [`crate::misconfig`]): then 503, with the problems in the body.
 //! - `/healthz` answers 500 when a part of the process has been stuck longer than a bound, so
 //!   that the kubelet restarts it: the lease loop finished no attempt for that long, or a watch
 //!   has failed without a break for that long.
@@ -33,6 +34,8 @@ struct Parts {
 #[derive(Clone)]
 pub struct Health {
     ready: Arc<AtomicBool>,
+    /// The misconfigurations that keep any replica from serving, if any.
+    misconfigured: Arc<Mutex<Option<String>>>,
     parts: Arc<Mutex<Parts>>,
     stuck_after: Duration,
 }
@@ -45,7 +48,7 @@ impl Default for Health {
 
 impl Health {
     pub fn new(stuck_after: Duration) -> Self {
-        Health { ready: Arc::default(), parts: Arc::default(), stuck_after }
+        Health { ready: Arc::default(), misconfigured: Arc::default(), parts: Arc::default(), stuck_after }
     }
 
     fn parts(&self) -> std::sync::MutexGuard<'_, Parts> {
@@ -56,8 +59,22 @@ impl Health {
         self.ready.store(ready, Ordering::SeqCst);
     }
 
+    #[cfg(test)]
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        self.not_ready_because().is_none()
+    }
+
+    /// Sets (or clears) the misconfigurations that make this replica unready.
+    pub fn set_misconfigured(&self, why: Option<String>) {
+        *self.misconfigured.lock().unwrap_or_else(PoisonError::into_inner) = why;
+    }
+
+    /// Why `/readyz` fails, or None when it answers 200.
+    fn not_ready_because(&self) -> Option<String> {
+        if let Some(why) = self.misconfigured.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+            return Some(format!("misconfigured: {why}"));
+        }
+        (!self.ready.load(Ordering::SeqCst)).then(|| "not ready".to_owned())
     }
 
     /// The lease loop finished an attempt (whatever its outcome).
@@ -120,9 +137,12 @@ impl Health {
             .route(
                 "/readyz",
                 get(move || {
-                    let ready = ready.is_ready();
+                    let why = ready.not_ready_because();
                     async move {
-                        if ready { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "not ready") }
+                        match why {
+                            None => (StatusCode::OK, "ok".to_owned()),
+                            Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+                        }
                     }
                 }),
             )

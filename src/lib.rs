@@ -6,6 +6,8 @@
 //! - [`controller`]: the claim and pool controllers and their wiring.
 //! - [`client`]: the Kubernetes client with its write fence, timeouts and server clock.
 //! - [`preflight`]: what ferro-ipam would do with a live cluster, read-only.
+//! - [`misconfig`]: misconfigurations said loudly: ERROR lines, a gauge, readiness.
+//! - `other_provider`: another IPAM provider's Lease, held and renewed, stops allocation.
 //! - [`run`], [`cli`], [`health`]: the process.
 
 pub mod allocator;
@@ -16,6 +18,8 @@ pub(crate) mod controller;
 pub(crate) mod health;
 pub mod index;
 pub mod metrics;
+pub mod misconfig;
+pub(crate) mod other_provider;
 pub mod preflight;
 pub mod run;
 pub(crate) mod selection;

@@ -72,6 +72,12 @@ pub struct ErrorLabels {
     pub error: String,
 }
 
+/// Labels of a misconfiguration.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProblemLabels {
+    pub problem: crate::misconfig::Problem,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
@@ -106,6 +112,7 @@ pub struct Metrics {
     pub reconciles_in_flight: Family<ControllerLabels, Gauge>,
     pub claims_waiting: Gauge,
     pub leader: Gauge,
+    pub misconfigured: Family<ProblemLabels, Gauge>,
     controller_runtime: ControllerRuntime,
 }
 
@@ -133,6 +140,7 @@ impl Metrics {
             reconciles_in_flight: Family::default(),
             claims_waiting: Gauge::default(),
             leader: Gauge::default(),
+            misconfigured: Family::default(),
             controller_runtime: ControllerRuntime::new(),
             registry: Registry::default(),
         };
@@ -197,6 +205,15 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader lease (or runs without leader election)",
             metrics.leader.clone(),
+        );
+        // Every problem has a series from the start: an alert can compare it with 0.
+        for problem in crate::misconfig::Problem::ALL {
+            metrics.misconfigured.get_or_create(&ProblemLabels { problem }).set(0);
+        }
+        registry.register(
+            "misconfigured",
+            "Objects that a misconfiguration of this problem makes unusable (0: none)",
+            metrics.misconfigured.clone(),
         );
         Metrics { registry: root, ..metrics }
     }

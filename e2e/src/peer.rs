@@ -104,6 +104,36 @@ impl Peer {
         Ok(Peer { process, health, started })
     }
 
+    /// Starts it with leader election on, as it runs in a cluster: it holds and renews its Lease
+    /// `7bb7acb4.ipam.cluster.x-k8s.io` in `namespace`. It takes that namespace only from the
+    /// ServiceAccount mount, so it runs in a mount namespace of its own (`unshare`, as root)
+    /// with a tmpfs on `/run` that holds `secrets/kubernetes.io/serviceaccount/namespace`;
+    /// nothing outside the process sees that file.
+    pub fn launch_leading(plane: &ControlPlane, namespace: &str, args: &[&str]) -> Result<Peer> {
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, Ordering::SeqCst);
+        let health = format!("127.0.0.1:{}", free_port());
+        let dir = "/run/secrets/kubernetes.io/serviceaccount";
+        let script =
+            format!("mount -t tmpfs tmpfs /run && mkdir -p {dir} && printf %s \"$0\" > {dir}/namespace && exec \"$@\"");
+        let mut command = Command::new("unshare");
+        command
+            .args(["-m", "--propagation", "private", "sh", "-c", &script, namespace])
+            .arg(binary(&plane.tools))
+            .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
+            .args([
+                "--leader-elect=true",
+                "--webhook-port=0",
+                "--diagnostics-address=0",
+                &format!("--health-probe-bind-address={health}"),
+            ])
+            .args(args);
+        let started = Instant::now();
+        let log = plane.dir.join(format!("in-cluster-ipam-leading-{n}.log"));
+        let process = Process::start("in-cluster-ipam", command, log)?;
+        Ok(Peer { process, health, started })
+    }
+
     /// Waits until `/readyz` answers and every controller has started its workers (its `/readyz`
     /// alone answers as soon as the HTTP server listens, before the caches are filled).
     pub fn wait_ready(&self, timeout: Duration) -> Result<()> {

@@ -7,8 +7,13 @@ use kube::Client;
 use kube::discovery;
 use tracing::{info, warn};
 
+use crate::misconfig::{Misconfig, discovery_problem};
+
 use crate::api::CapiVersion;
 use crate::api::keys::{CLUSTER_GROUP, IPAM_GROUP};
+
+/// What ERROR lines and `/readyz` call discovery.
+const DISCOVERY: &str = "API discovery of the Cluster API groups";
 
 /// The versions ferro-ipam talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,28 +33,37 @@ fn versions_serving(group: &kube::discovery::ApiGroup, kind: &str) -> Vec<String
 }
 
 /// Asks the API server which versions of CAPI's types it serves, until it answers (or `stop`
-/// resolves: then None). Each failure is retried with a backoff of up to 30 s; a failure is
-/// logged at WARN when its message differs from the previous one.
-pub async fn served_eventually(client: &Client, stop: impl std::future::Future<Output = ()>) -> Option<Served> {
+/// resolves: then None). Each failure is retried with a backoff of up to 10 s, and reported as
+/// a misconfiguration (ERROR, metric, not ready): until discovery answers, nothing is served.
+pub(crate) async fn served_eventually(
+    client: &Client,
+    misconfig: &Misconfig,
+    stop: impl std::future::Future<Output = ()>,
+) -> Option<Served> {
     let mut stop = std::pin::pin!(stop);
     let mut delay = Duration::from_millis(500);
-    let mut last = String::new();
     loop {
         match served(client).await {
-            Ok(served) => return Some(served),
-            Err(error) => {
-                let message = format!("{error:#}");
-                if message != last {
-                    warn!(error = %message, retry_in = ?delay, "API discovery failed; not ready until it answers");
-                    last = message;
-                }
+            Ok(served) => {
+                misconfig.resolved(DISCOVERY);
+                return Some(served);
             }
+            Err(error) => misconfig.report(discovery_problem(&error), DISCOVERY, "get", &message(&error)),
         }
         tokio::select! {
             _ = &mut stop => return None,
             _ = tokio::time::sleep(delay) => {}
         }
-        delay = (delay * 2).min(Duration::from_secs(30));
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// A failure as a person reads it: what was being done, and the API server's message without
+/// kube's debug form of the whole `Status`.
+fn message(error: &anyhow::Error) -> String {
+    match error.chain().find_map(|e| e.downcast_ref::<kube::Error>()) {
+        Some(cause) => format!("{error}: {}", super::error::describe(cause)),
+        None => format!("{error:#}"),
     }
 }
 

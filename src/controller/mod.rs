@@ -15,7 +15,7 @@ pub mod own_writes;
 pub mod pool;
 pub mod provider;
 mod triggers;
-mod watches;
+pub(crate) mod watches;
 pub mod wiring;
 
 use kube::api::{PatchParams, PostParams};

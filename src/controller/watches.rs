@@ -11,6 +11,9 @@ use kube::runtime::watcher::{self, Event};
 use tracing::{debug, info, warn};
 
 use crate::health::Health;
+use crate::misconfig::{Misconfig, watch_problem};
+
+use super::error::describe;
 
 /// Retries of a failed watch: 250 ms, doubling up to 4 s, back to the start after a success.
 /// (kube's default goes up to 30 s and resets only after two quiet minutes, so after an API
@@ -64,23 +67,57 @@ impl Backoff for NoExtraBackoff {
     fn reset(&mut self) {}
 }
 
+/// What ERROR lines and `/readyz` call the watch of `kind`.
+pub fn watch_object(kind: &str) -> String {
+    format!("{WATCH_PREFIX}{kind}")
+}
+
+/// How [`watch_object`] names begin.
+pub const WATCH_PREFIX: &str = "list/watch of ";
+
+/// The API server's refusal behind a watch error, if it answered.
+fn refusal(error: &watcher::Error) -> Option<kube::Error> {
+    match error {
+        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
+            match e {
+                kube::Error::Api(status) => Some(kube::Error::Api(status.clone())),
+                _ => None,
+            }
+        }
+        watcher::Error::WatchError(status) => Some(kube::Error::Api(status.clone())),
+        watcher::Error::NoResourceVersion => None,
+    }
+}
+
 /// Tells the health probe how a watch fares: its first failure of a streak is a WARN, its
-/// recovery an INFO, the retries between them debug.
-pub fn watched<S, K>(name: &str, health: Health, stream: S) -> impl Stream<Item = S::Item> + Send + use<S, K>
+/// recovery an INFO, the retries between them debug. A refusal no retry can fix (RBAC, a kind
+/// not served) is a misconfiguration instead: ERROR, metric, not ready.
+pub fn watched<S, K>(
+    name: &str,
+    health: Health,
+    misconfig: Misconfig,
+    stream: S,
+) -> impl Stream<Item = S::Item> + Send + use<S, K>
 where
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
 {
     let name = name.to_owned();
+    let object = watch_object(&name);
     stream.inspect(move |item| match item {
         // A listing's start is not yet a success: its first page may still fail.
         Ok(Event::Init) => {}
         Ok(_) => {
+            misconfig.resolved(&object);
             if health.watch_ok(&name) {
                 info!(watch = %name, "watch recovered");
             }
         }
         Err(error) => {
-            if health.watch_failed(&name) {
+            let refused = refusal(error);
+            if let Some((problem, refused)) = refused.as_ref().and_then(|r| Some((watch_problem(r)?, r))) {
+                misconfig.report(problem, &object, "list", &describe(refused));
+                health.watch_failed(&name);
+            } else if health.watch_failed(&name) {
                 warn!(watch = %name, %error, "watch failed; retrying with backoff");
             } else {
                 debug!(watch = %name, %error, "watch still failing");

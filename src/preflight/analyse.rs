@@ -305,6 +305,8 @@ fn assemble(
         unclaimed,
         unreadable: inventory.unreadable.clone(),
         features,
+        // Read from the cluster by `run`, not from the inventory.
+        other_provider: None,
     };
     findings.clean = findings.problems() == 0;
     findings

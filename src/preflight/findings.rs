@@ -28,6 +28,10 @@ pub struct Findings {
     /// Objects preflight could not read as ferro-ipam reads them; the controller could not either.
     pub unreadable: Vec<Unreadable>,
     pub features: Features,
+    /// Another IPAM provider whose leader Lease is held and renewed: ferro-ipam would allocate
+    /// nothing until it stops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_provider: Option<super::other_provider::OtherProvider>,
 }
 
 /// Counts of everything else, for scripts.

@@ -8,6 +8,7 @@ mod analyse;
 mod claims;
 mod findings;
 mod gather;
+mod other_provider;
 mod report;
 mod rules;
 
@@ -31,7 +32,8 @@ pub enum Output {
 
 /// Exit status when nothing stands in the way.
 pub const CLEAN: i32 = 0;
-/// Exit status when anything would conflict, a pool is refused or invalid, or an object unreadable.
+/// Exit status when anything would conflict, a pool is refused or invalid, an object unreadable,
+/// or another IPAM provider runs.
 pub const PROBLEMS: i32 = 1;
 /// Exit status when preflight could not look (no cluster, no permission, no CRDs).
 pub const FAILED: i32 = 2;
@@ -46,7 +48,9 @@ pub async fn run(kubeconfig: Option<&std::path::Path>, output: Output) -> anyhow
         format!("reaching the API server at {server}: check the kubeconfig's server and credentials, and the network")
     })?;
     let inventory = gather(&client).await?;
-    let findings = analyse(&inventory, Timestamp::now());
+    let mut findings = analyse(&inventory, Timestamp::now());
+    findings.other_provider = other_provider::read(&client, crate::other_provider::IN_CLUSTER_LEASE).await;
+    findings.clean &= findings.other_provider.is_none();
     match output {
         Output::Text => print!("{}", text(&findings)),
         Output::Json => println!("{}", serde_json::to_string_pretty(&findings)?),

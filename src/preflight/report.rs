@@ -80,6 +80,13 @@ pub fn text(findings: &Findings) -> String {
         "ferro-ipam preflight: {} pools, {} IPAddresses in them (IPAddressClaim and IPAddress served as {})\n",
         s.pools, s.addresses, findings.capi_version
     );
+    if let Some(other) = &findings.other_provider {
+        let _ = writeln!(
+            out,
+            "\nAnother IPAM provider is running: Lease {} held by {}, renewed {}. ferro-ipam would allocate nothing until it stops (see docs/migration.md).",
+            other.lease, other.holder, other.renewed
+        );
+    }
     out.push_str("\nPools\n");
     for pool in &findings.pools {
         pool_lines(&mut out, pool);

@@ -34,6 +34,7 @@ use super::lease::{Observer, Verdict, claimed, released};
 use crate::client::Fence;
 use crate::controller::error::describe;
 use crate::health::Health;
+use crate::misconfig::{Misconfig, Problem, lease_problem};
 
 /// Lease settings from the flags.
 #[derive(Clone, Debug)]
@@ -79,7 +80,13 @@ impl Campaign {
 
 /// Starts competing for the lease. Writes through `fence` are allowed only while this replica
 /// leads.
-pub fn campaign(client: Client, settings: LeaseSettings, fence: Fence, health: Health) -> Campaign {
+pub fn campaign(
+    client: Client,
+    settings: LeaseSettings,
+    fence: Fence,
+    health: Health,
+    misconfig: Misconfig,
+) -> Campaign {
     let (tx, leading) = watch::channel(Leadership::Standby);
     let stop = CancellationToken::new();
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
@@ -89,6 +96,8 @@ pub fn campaign(client: Client, settings: LeaseSettings, fence: Fence, health: H
         settings,
         fence,
         health,
+        misconfig,
+        action: "get",
         tx,
         observer: Observer::default(),
         cached: None,
@@ -104,6 +113,9 @@ struct Elector {
     settings: LeaseSettings,
     fence: Fence,
     health: Health,
+    misconfig: Misconfig,
+    /// The verb of the Lease call in flight (for the ERROR line of a misconfiguration).
+    action: &'static str,
     tx: watch::Sender<Leadership>,
     /// The number of the last term this replica started.
     terms: u64,
@@ -148,6 +160,7 @@ impl Elector {
             self.health.beat_lease();
             if matches!(attempt, Ok(Ok(_))) {
                 self.failing = false;
+                self.misconfig.resolved(&self.lease_object());
             }
             match attempt {
                 Ok(Ok(Attempt::Leading { renewed })) => {
@@ -185,7 +198,10 @@ impl Elector {
                     self.cached = None;
                     debug!(lease = %self.settings.name, "the lease changed since it was read; reading it again");
                 }
-                Ok(Err(error)) => self.failed(&describe(&error)),
+                Ok(Err(error)) => {
+                    self.misconfigured(&error);
+                    self.failed(&describe(&error));
+                }
                 Err(_) => self.failed(&format!("no answer within {budget:?}")),
             }
             let wake = Instant::now() + self.settings.retry_period;
@@ -221,6 +237,24 @@ impl Elector {
         self.failing = true;
     }
 
+    /// The Lease, as ERROR lines and `/readyz` name it.
+    fn lease_object(&self) -> String {
+        format!("Lease {}/{}", self.settings.namespace, self.settings.name)
+    }
+
+    /// A failed call that no retry can fix (the namespace missing, RBAC): said at ERROR, in the
+    /// metric and in readiness, until a call succeeds.
+    fn misconfigured(&self, error: &kube::Error) {
+        let problem = match lease_problem(error) {
+            // A Lease deleted between a read and a write also answers 404.
+            Some(Problem::lease_namespace_missing) if self.action != "create" => None,
+            other => other,
+        };
+        if let Some(problem) = problem {
+            self.misconfig.report(problem, &self.lease_object(), self.action, &describe(error));
+        }
+    }
+
     /// The renew deadline passed: the fence has closed by itself; the term waits.
     fn suspend(&mut self) {
         self.fence.close();
@@ -253,10 +287,13 @@ impl Elector {
         let me = self.settings.identity.clone();
         let current = match self.cached.take() {
             Some(lease) if matches!(self.state(), Leadership::Leading(_)) => lease,
-            _ => match self.api.get_opt(&self.settings.name).await? {
-                Some(lease) => lease,
-                None => return self.create(&me).await,
-            },
+            _ => {
+                self.action = "get";
+                match self.api.get_opt(&self.settings.name).await? {
+                    Some(lease) => lease,
+                    None => return self.create(&me).await,
+                }
+            }
         };
         let spec = current.spec.clone().unwrap_or_default();
         self.observer.observe(&spec, Instant::now());
@@ -270,6 +307,7 @@ impl Elector {
         }
         let mut next = current.clone();
         next.spec = Some(claimed(Some(&spec), &me, self.settings.duration, Timestamp::now()));
+        self.action = "update";
         match self.api.replace(&self.settings.name, &PostParams::default(), &next).await {
             Ok(written) => {
                 self.observer.observe(&written.spec.clone().unwrap_or_default(), Instant::now());
@@ -288,6 +326,7 @@ impl Elector {
             metadata: ObjectMeta { name: Some(self.settings.name.clone()), ..ObjectMeta::default() },
             spec: Some(claimed(None, me, self.settings.duration, Timestamp::now())),
         };
+        self.action = "create";
         match self.api.create(&PostParams::default(), &lease).await {
             Ok(written) => {
                 self.observer.observe(&written.spec.clone().unwrap_or_default(), Instant::now());

@@ -3,7 +3,7 @@
 mod compat;
 mod diagnostics;
 mod leader;
-mod lease;
+pub(crate) mod lease;
 mod logging;
 pub mod ratelimit;
 
@@ -22,6 +22,8 @@ use crate::controller::discovery;
 use crate::controller::wiring::{Listing, Settings, Term};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
+use crate::misconfig::Misconfig;
+use crate::other_provider;
 use leader::Leadership;
 
 pub use logging::init as init_logging;
@@ -101,13 +103,15 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
+    let misconfig = Misconfig::new(health.clone(), metrics.misconfigured.clone());
     diagnostics::serve(&flags, metrics.clone(), client.clone()).await?;
     if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
         health::serve(address, health.router(), "health probes").await?;
         info!(%address, "serving health probes");
     }
     // Not ready until discovery has answered.
-    let Some(served) = discovery::served_eventually(&client, shutdown.clone().cancelled_owned()).await else {
+    let Some(served) = discovery::served_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await
+    else {
         return Ok(());
     };
     compat::check_kubernetes(&client).await?;
@@ -125,16 +129,20 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         listing: Listing { page_size: flags.list_page_size, streaming: flags.initial_list == InitialList::Streaming },
     };
 
-    let controllers = Term { client, served, settings, health, metrics };
+    let others = if flags.other_provider_check { flags.other_provider_lease.clone() } else { Vec::new() };
+    let other = other_provider::watch(&client, &others, flags.leader_elect_retry_period, misconfig.clone());
+    let mut other_active = other.active.clone();
+    let controllers = Term { client, served, settings, health, metrics, misconfig: misconfig.clone() };
     if !flags.leader_elect {
-        controllers.metrics.leader.set(1);
-        return finish_term(controllers.run(shutdown.clone().cancelled_owned()), &shutdown).await;
+        // Without leader election, one term that always leads (but waits for another provider).
+        let (_always, mut leading) = tokio::sync::watch::channel(Leadership::Leading(1));
+        return lead(&controllers, &mut leading, &mut other_active, shutdown).await;
     }
 
-    let campaign =
-        leader::campaign(lease_client, lease_settings(&flags, identity), connection.fence, controllers.health.clone());
+    let settings = lease_settings(&flags, identity);
+    let campaign = leader::campaign(lease_client, settings, connection.fence, controllers.health.clone(), misconfig);
     let mut leading = campaign.leading.clone();
-    let result = lead(&controllers, &mut leading, shutdown).await;
+    let result = lead(&controllers, &mut leading, &mut other_active, shutdown).await;
     campaign.resign(Duration::from_secs(2)).await;
     result
 }
@@ -159,25 +167,29 @@ async fn finish_term(
     }
 }
 
-/// Stands by, and runs the controllers of `controllers` for each leadership term, until
-/// shutdown. A suspended term (its writes refused) keeps running; it ends when another replica
-/// holds the lease.
+/// Stands by, and runs the controllers of `controllers` for each leadership term while no
+/// other IPAM provider is active, until shutdown. A suspended term (its writes refused) keeps
+/// running; it ends when another replica holds the lease, or another provider becomes active.
 async fn lead(
     controllers: &Term,
     leading: &mut tokio::sync::watch::Receiver<Leadership>,
+    other_active: &mut tokio::sync::watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (health, metrics) = (&controllers.health, &controllers.metrics);
     loop {
         // Standing by is a healthy, ready state.
         health.set_ready(true);
-        let term = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            state = leading.wait_for(|l| matches!(l, Leadership::Leading(_))) => {
-                match *state.context("the leader election stopped")? {
-                    Leadership::Leading(term) => term,
-                    _ => continue,
-                }
+        let term = loop {
+            if let Leadership::Leading(term) = *leading.borrow_and_update()
+                && !*other_active.borrow_and_update()
+            {
+                break term;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                changed = leading.changed() => changed.context("the leader election stopped")?,
+                changed = other_active.changed() => changed.context("the other-provider check stopped")?,
             }
         };
         info!(term, "became the leader: building the index, then serving claims");
@@ -187,6 +199,12 @@ async fn lead(
         loop {
             tokio::select! {
                 result = &mut run => return result,
+                changed = other_active.changed() => {
+                    changed.context("the other-provider check stopped")?;
+                    if *other_active.borrow_and_update() {
+                        break;
+                    }
+                }
                 changed = leading.changed() => {
                     changed.context("the leader election stopped")?;
                     match *leading.borrow_and_update() {
@@ -205,6 +223,10 @@ async fn lead(
         // their writes.
         metrics.stand_by();
         health.forget_watches();
-        warn!(term, "standing by: the leadership term ended, its index is dropped");
+        controllers.misconfig.forget(|object| object.starts_with(crate::controller::watches::WATCH_PREFIX));
+        warn!(
+            term,
+            "standing by: the term ended (the lease was lost or another IPAM provider is active), its index is dropped"
+        );
     }
 }

@@ -10,6 +10,7 @@ mod flags;
 mod helm;
 mod image;
 mod leader;
+mod misconfig;
 mod prometheus;
 mod rbac;
 mod uninstall;

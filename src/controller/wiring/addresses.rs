@@ -32,8 +32,13 @@ pub fn watch(
     // complete: addresses made or deleted by hand while the watch was down are known before
     // anything is allocated (see `AddressFeed::failed`).
     let from_scratch = relisting(Arc::new(move || watcher(api.clone(), config.clone()).boxed()));
-    let events =
-        watched("IPAddress", term.health.clone(), from_scratch.backoff(WatchBackoff::default())).modify(lean_object);
+    let events = watched(
+        "IPAddress",
+        term.health.clone(),
+        term.misconfig.clone(),
+        from_scratch.backoff(WatchBackoff::default()),
+    )
+    .modify(lean_object);
     // The cache first, as kube's reflector would: a claim woken by the index finds the object.
     let watch = drain(events.map(move |event| match &event {
         Ok(event) => {

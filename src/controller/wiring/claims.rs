@@ -48,6 +48,7 @@ impl ClaimWatch {
         let events = watched(
             "IPAddressClaim",
             term.health.clone(),
+            term.misconfig.clone(),
             watcher(api, term.settings.filtered()).backoff(WatchBackoff::default()),
         )
         .modify(lean_object);

@@ -40,6 +40,7 @@ impl ClusterWatch {
         let events = watched(
             "Cluster",
             term.health.clone(),
+            term.misconfig.clone(),
             watcher(api, term.settings.filtered()).backoff(WatchBackoff::default()),
         )
         .modify(lean_object);
@@ -78,6 +79,7 @@ impl ClusterWatch {
         let vip_claims = watched(
             "control-plane VIP IPAddressClaim",
             term.health.clone(),
+            term.misconfig.clone(),
             watcher(claim_api, term.settings.unfiltered().labels(&selector)).backoff(WatchBackoff::default()),
         )
         .touched_objects()

@@ -23,6 +23,7 @@ use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPo
 use crate::health::Health;
 use crate::index::Index;
 use crate::metrics::Metrics;
+use crate::misconfig::Misconfig;
 
 use super::address_cache::AddressCache;
 use super::context::Context;
@@ -51,6 +52,7 @@ pub struct Term {
     pub settings: Settings,
     pub health: Health,
     pub metrics: Arc<Metrics>,
+    pub misconfig: Misconfig,
 }
 
 impl Term {

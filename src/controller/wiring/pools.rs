@@ -54,6 +54,7 @@ where
         let events = watched(
             &K::kind(&()),
             self.term.health.clone(),
+            self.term.misconfig.clone(),
             watcher(api, settings.filtered()).backoff(WatchBackoff::default()),
         )
         .modify(lean);
