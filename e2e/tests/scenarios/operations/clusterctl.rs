@@ -200,7 +200,9 @@ async fn clusterctl_installs_ferro_ipam_and_moves_a_namespace_with_its_addresses
 
     // `clusterctl delete` (docs/operations.md#uninstall) removes the provider and keeps the
     // CRDs, and so the pool and every address.
-    clusterctl(home.path(), &["delete", "--ipam", "ferro-ipam", "--kubeconfig", &target_kubeconfig]);
+    clusterctl
+        .run(&["delete", "--ipam", "ferro-ipam", "--kubeconfig", &target_kubeconfig])
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let deployment =
         target.kubectl(&["get", "deployment", "ferro-ipam-controller", "-n", "ferro-ipam-system"]).unwrap();
     assert!(!deployment.status.success(), "clusterctl delete left the Deployment");
