@@ -9,11 +9,11 @@
 
 mod garbage;
 mod install;
-mod memory;
 mod metrics;
 mod migration;
 mod paths;
 mod takeover;
+mod under_load;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
