@@ -154,6 +154,23 @@ pub fn install_kustomize() -> Result<Vec<Value>> {
     wait_ready_pods(2, Duration::from_secs(120))
 }
 
+/// Scales the controller Deployment; at zero, waits until its pods are gone.
+pub fn scale_controller(replicas: u32) {
+    kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), &format!("--replicas={replicas}")]);
+    if replicas == 0 {
+        kubectl(&[
+            "wait",
+            "--for=delete",
+            "pod",
+            "-n",
+            SYSTEM,
+            "-l",
+            "app.kubernetes.io/component=controller",
+            "--timeout=120s",
+        ]);
+    }
+}
+
 /// Removes the provider's namespace and cluster-wide RBAC, keeping the CRDs and every pool,
 /// claim and address, and waits until its pods are gone.
 pub fn remove_provider() -> Result<()> {

@@ -236,17 +236,7 @@ async fn in_cluster_to_ferro_ipam_and_back_as_deployments_keeps_every_address() 
 
     // And back (runbook: preflight, stop ferro-ipam, the in-cluster CRDs, start it).
     preflight_job(with_ferro.len());
-    kubectl(&["scale", "-n", SYSTEM, "deployment/ferro-ipam-controller", "--replicas=0"]);
-    kubectl(&[
-        "wait",
-        "--for=delete",
-        "pod",
-        "-n",
-        SYSTEM,
-        "-l",
-        "app.kubernetes.io/component=controller",
-        "--timeout=120s",
-    ]);
+    super::scale_controller(0);
     replace_crds(&ferro_ipam_e2e::peer::crd_dir(tools));
     start_in_cluster();
     scope.claim("b0", "InClusterIPPool", "net").await.unwrap();

@@ -112,20 +112,10 @@ async fn twenty_thousand_claims_fit_the_shipped_limit_and_an_oom_kill_loses_noth
     assert_eq!(before.len(), CLAIMS);
 
     // One replica, too small a limit, and claims waiting for it: the kernel kills it.
-    kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=0"]);
-    kubectl(&[
-        "wait",
-        "--for=delete",
-        "pod",
-        "-n",
-        SYSTEM,
-        "-l",
-        "app.kubernetes.io/component=controller",
-        "--timeout=120s",
-    ]);
+    super::scale_controller(0);
     set_memory(SMALL_REQUEST, TOO_SMALL).unwrap_or_else(|e| panic!("{e:#}"));
     create_claims(&scope, "w", 200).await;
-    kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=1"]);
+    super::scale_controller(1);
     let killed = Instant::now();
     let oom = scope
         .eventually("the replica OOM-killed and restarted", Duration::from_secs(240), || async {
@@ -149,7 +139,7 @@ async fn twenty_thousand_claims_fit_the_shipped_limit_and_an_oom_kill_loses_noth
 
     // The shipped limit back: every claim that waited is served, the others untouched.
     set_memory(SHIPPED_REQUEST, SHIPPED_LIMIT).unwrap_or_else(|e| panic!("{e:#}"));
-    kubectl(&["scale", "-n", SYSTEM, &format!("deployment/{DEPLOYMENT}"), "--replicas=2"]);
+    super::scale_controller(2);
     let restored = Instant::now();
     wait_served(&scope, CLAIMS + 200, Duration::from_secs(300)).await;
     report(&format!(
