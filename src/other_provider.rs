@@ -20,31 +20,50 @@ use crate::run::lease::{Observer, Verdict};
 /// The in-cluster provider's leader Lease, as clusterctl installs it (`NAMESPACE/NAME`).
 pub(crate) const IN_CLUSTER_LEASE: &str = "capi-ipam-in-cluster-system/7bb7acb4.ipam.cluster.x-k8s.io";
 
+/// What the check knows of other providers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Others {
+    /// Their Leases have not been read yet: nothing may be allocated until they are.
+    Unread,
+    /// No other provider's Lease is held and renewed.
+    Absent,
+    /// `lease` (`Lease NAMESPACE/NAME`) is held by `holder` and renewed.
+    Active { lease: String, holder: String },
+}
+
+impl Others {
+    /// Whether ferro-ipam must allocate nothing.
+    pub fn blocks(&self) -> bool {
+        *self != Others::Absent
+    }
+}
+
 /// One Lease of another provider, and what was seen of it.
 struct Watched {
     api: Api<Lease>,
     name: String,
     object: String,
     observer: Observer,
-    active: bool,
+    /// Who holds and renews it, when someone does.
+    holder: Option<String>,
     failing: bool,
 }
 
 /// Whether another provider is active; the task that keeps reading its Leases, if any.
 pub(crate) struct OtherProviders {
-    pub active: watch::Receiver<bool>,
+    pub active: watch::Receiver<Others>,
     /// Keeps the channel open when no task runs (the check is off).
-    _sender: Option<watch::Sender<bool>>,
+    _sender: Option<watch::Sender<Others>>,
 }
 
-/// Reads `leases` (`NAMESPACE/NAME`) every `period`. Until the first reads, another provider
-/// counts as active. With no leases, nothing is checked and none is ever active.
+/// Reads `leases` (`NAMESPACE/NAME`) every `period`. Until the first reads, they are
+/// [`Others::Unread`]. With no leases, nothing is checked and none is ever active.
 pub(crate) fn watch(client: &Client, leases: &[String], period: Duration, misconfig: Misconfig) -> OtherProviders {
     if leases.is_empty() {
-        let (sender, active) = watch::channel(false);
+        let (sender, active) = watch::channel(Others::Absent);
         return OtherProviders { active, _sender: Some(sender) };
     }
-    let (sender, active) = watch::channel(true);
+    let (sender, active) = watch::channel(Others::Unread);
     let mut watched: Vec<Watched> = leases
         .iter()
         .filter_map(|lease| lease.split_once('/'))
@@ -53,7 +72,7 @@ pub(crate) fn watch(client: &Client, leases: &[String], period: Duration, miscon
             name: name.to_owned(),
             object: format!("Lease {namespace}/{name}"),
             observer: Observer::default(),
-            active: false,
+            holder: None,
             failing: false,
         })
         .collect();
@@ -62,10 +81,11 @@ pub(crate) fn watch(client: &Client, leases: &[String], period: Duration, miscon
             for lease in &mut watched {
                 lease.read(&misconfig).await;
             }
-            sender.send_if_modified(|was| {
-                let now = watched.iter().any(|l| l.active);
-                std::mem::replace(was, now) != now
-            });
+            let now = watched
+                .iter()
+                .find_map(|l| Some(Others::Active { lease: l.object.clone(), holder: l.holder.clone()? }))
+                .unwrap_or(Others::Absent);
+            sender.send_if_modified(|was| std::mem::replace(was, now.clone()) != now);
             if sender.is_closed() {
                 return;
             }
@@ -100,9 +120,10 @@ impl Watched {
                 Verdict::Free
             }
         };
-        self.active = matches!(verdict, Verdict::HeldBy { .. });
+        self.holder = None;
         match verdict {
             Verdict::HeldBy { holder, left } => {
+                self.holder = Some(holder.clone());
                 let message = format!(
                     "held by {holder} and renewed: another IPAM provider serves the same kinds; ferro-ipam allocates nothing until the Lease lapses (at least {left:?}), or run it with --other-provider-check=false"
                 );

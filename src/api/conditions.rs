@@ -49,6 +49,8 @@ pub enum PoolReason {
     AddressConflict,
     /// The pool is being deleted but addresses still reference it.
     Deleting,
+    /// Another IPAM provider's leader Lease is held and renewed: ferro-ipam allocates nothing.
+    OtherProviderActive,
 }
 
 impl PoolReason {
@@ -63,6 +65,7 @@ impl PoolReason {
             PoolReason::UnclaimedAddresses => "UnclaimedAddresses",
             PoolReason::NoAllocatableAddresses => "NoAllocatableAddresses",
             PoolReason::Deleting => "Deleting",
+            PoolReason::OtherProviderActive => "OtherProviderActive",
         }
     }
 }

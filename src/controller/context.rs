@@ -28,6 +28,8 @@ pub struct Context {
     pub providers: super::provider::Providers,
     pub recorder: Recorder,
     pub metrics: std::sync::Arc<Metrics>,
+    /// Where a reconcile's misconfiguration is said (ERROR, gauge, readiness).
+    pub misconfig: crate::misconfig::Misconfig,
     /// The cached claim versions this instance has written over.
     pub own_writes: super::own_writes::OwnWrites,
     /// When each pool's status was last written.

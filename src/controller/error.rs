@@ -32,6 +32,14 @@ impl Error {
         }
     }
 
+    /// The misconfiguration this failure shows, if no retry can fix it.
+    pub fn problem(&self) -> Option<crate::misconfig::Problem> {
+        match self {
+            Error::Kube { source, .. } => crate::misconfig::reconcile_problem(source),
+            Error::Invalid(_) => None,
+        }
+    }
+
     /// How soon to try again.
     pub fn retry_after(&self) -> Duration {
         match self {

@@ -175,6 +175,7 @@ impl World {
             providers: super::provider::Providers::new(client.clone()),
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::new()),
+            misconfig: crate::misconfig::Misconfig::new(Default::default(), Default::default()),
             own_writes: super::own_writes::OwnWrites::new(Duration::from_secs(30)),
             pool_writes: super::pool::WriteThrottle::new(Duration::ZERO, Duration::from_secs(5), 1000),
             only_namespace: None,

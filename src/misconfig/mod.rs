@@ -14,7 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use tracing::{error, info};
 
-pub use problem::{Problem, discovery_problem, lease_problem, watch_problem};
+pub use problem::{Problem, discovery_problem, lease_problem, reconcile_problem, watch_problem};
 
 use crate::health::Health;
 use crate::metrics::ProblemLabels;
@@ -27,7 +27,7 @@ type Seen = BTreeMap<(Problem, String), Instant>;
 
 /// Reports misconfigurations. Cheap to clone.
 #[derive(Clone)]
-pub(crate) struct Misconfig {
+pub struct Misconfig {
     health: Health,
     gauge: Family<ProblemLabels, Gauge>,
     seen: Arc<Mutex<Seen>>,
@@ -58,6 +58,9 @@ impl Misconfig {
     /// Every problem of `object` is gone (its request succeeded).
     pub fn resolved(&self, object: &str) {
         let mut seen = self.seen();
+        if seen.is_empty() {
+            return;
+        }
         let before = seen.len();
         seen.retain(|(problem, o), _| {
             let gone = o == object;
@@ -84,7 +87,11 @@ impl Misconfig {
             let count = seen.keys().filter(|(p, _)| *p == problem).count();
             self.gauge.get_or_create(&ProblemLabels { problem }).set(i64::try_from(count).unwrap_or(i64::MAX));
         }
-        let why: Vec<String> = seen.keys().map(|(problem, object)| format!("{problem:?}: {object}")).collect();
+        let why: Vec<String> = seen
+            .keys()
+            .filter(|(problem, _)| problem.stops_serving())
+            .map(|(problem, object)| format!("{problem:?}: {object}"))
+            .collect();
         self.health.set_misconfigured((!why.is_empty()).then(|| why.join("; ")));
     }
 }

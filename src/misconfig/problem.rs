@@ -21,10 +21,13 @@ pub enum Problem {
     unauthorized,
     /// Another IPAM provider's leader Lease is held and renewed.
     other_provider_active,
+    /// An admission webhook on a kind ferro-ipam writes cannot be called, so the API server
+    /// refuses the write (the in-cluster provider's webhooks, left behind, at least).
+    webhook_failing,
 }
 
 impl Problem {
-    pub const ALL: [Problem; 7] = [
+    pub const ALL: [Problem; 8] = [
         Problem::lease_namespace_missing,
         Problem::lease_forbidden,
         Problem::forbidden,
@@ -32,7 +35,14 @@ impl Problem {
         Problem::api_unreachable,
         Problem::unauthorized,
         Problem::other_provider_active,
+        Problem::webhook_failing,
     ];
+
+    /// Whether no claim at all can be served while it lasts: then the replica is not ready.
+    /// A refused write of one object stops that object's work only.
+    pub fn stops_serving(self) -> bool {
+        self != Problem::webhook_failing
+    }
 
     /// What the operator must do, in the words of the log line.
     pub fn remedy(self) -> &'static str {
@@ -54,6 +64,9 @@ impl Problem {
             }
             Problem::other_provider_active => {
                 "another IPAM provider is running: stop it (see docs/migration.md), or turn this check off with --other-provider-check=false if it serves other pools; nothing is allocated meanwhile"
+            }
+            Problem::webhook_failing => {
+                "an admission webhook refuses the write because the API server cannot call it: delete the webhook configurations of a provider that is gone (the in-cluster provider's, see docs/migration.md), or bring its webhook service back; this object is not served meanwhile"
             }
             Problem::unauthorized => {
                 "the API server refuses the credentials (401): check the kubeconfig's token or certificate, or the ServiceAccount token; not ready until they are accepted"
@@ -85,6 +98,22 @@ pub fn watch_problem(error: &kube::Error) -> Option<Problem> {
             401 => Some(Problem::unauthorized),
             403 => Some(Problem::forbidden),
             404 => Some(Problem::crd_missing),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// What a failed write (or read) of a reconcile means: a problem, or None for a failure that
+/// a retry can fix.
+pub fn reconcile_problem(error: &kube::Error) -> Option<Problem> {
+    match error {
+        kube::Error::Api(status) => match status.code {
+            401 => Some(Problem::unauthorized),
+            403 => Some(Problem::forbidden),
+            // The API server's own words when a webhook's service cannot be reached or answers
+            // with an error; a webhook that answers and denies says "denied the request".
+            500 if status.message.contains("failed calling webhook") => Some(Problem::webhook_failing),
             _ => None,
         },
         _ => None,
@@ -135,6 +164,24 @@ mod tests {
         assert_eq!(watch_problem(&api(404)), Some(Problem::crd_missing));
         assert_eq!(watch_problem(&api(410)), None);
         assert_eq!(watch_problem(&api(500)), None);
+    }
+
+    #[test]
+    fn a_webhook_that_cannot_be_called_is_a_problem_and_other_server_errors_are_not() {
+        let webhook = kube::Error::Api(
+            kube::core::Status::failure(
+                r#"Internal error occurred: failed calling webhook "validation.inclusterippool.ipam.cluster.x-k8s.io": failed to call webhook: Post "https://webhook-service.system.svc:443/validate": service "webhook-service" not found"#,
+                "InternalError",
+            )
+            .with_code(500)
+            .boxed(),
+        );
+        assert_eq!(reconcile_problem(&webhook), Some(Problem::webhook_failing));
+        assert!(!Problem::webhook_failing.stops_serving());
+        assert_eq!(reconcile_problem(&api(403)), Some(Problem::forbidden));
+        for transient in [409, 422, 429, 500, 503] {
+            assert_eq!(reconcile_problem(&api(transient)), None, "{transient}");
+        }
     }
 
     #[test]

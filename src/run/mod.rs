@@ -19,17 +19,20 @@ use tracing::{info, warn};
 use crate::cli::{InitialList, RunFlags, parse_bind_address};
 use crate::client::{self, Fence, Timeouts};
 use crate::controller::discovery;
+use crate::controller::pool::other_provider::PoolMarker;
 use crate::controller::wiring::{Listing, Settings, Term};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use crate::misconfig::Misconfig;
-use crate::other_provider;
+use crate::other_provider::{self, Others};
 use leader::Leadership;
 
 pub use logging::init as init_logging;
 
 /// How long shutting down may take before the process exits anyway.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(4);
+/// How often the Lease holder marks the pools again while another IPAM provider is active.
+const MARK_POOLS_EVERY: Duration = Duration::from_secs(30);
 /// How long a leader's term gets to finish its reconciles in flight when shutting down.
 const TERM_GRACE: Duration = Duration::from_secs(1);
 
@@ -173,23 +176,38 @@ async fn finish_term(
 async fn lead(
     controllers: &Term,
     leading: &mut tokio::sync::watch::Receiver<Leadership>,
-    other_active: &mut tokio::sync::watch::Receiver<bool>,
+    other_active: &mut tokio::sync::watch::Receiver<Others>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (health, metrics) = (&controllers.health, &controllers.metrics);
+    let (client, settings) = (controllers.client.clone(), &controllers.settings);
+    let mut marker = PoolMarker::new(client, settings.namespace.clone(), settings.instance.clone());
     loop {
         // Standing by is a healthy, ready state.
         health.set_ready(true);
         let term = loop {
-            if let Leadership::Leading(term) = *leading.borrow_and_update()
-                && !*other_active.borrow_and_update()
-            {
-                break term;
+            let leading_now = *leading.borrow_and_update();
+            let others = other_active.borrow_and_update().clone();
+            let mut marking = false;
+            match (leading_now, others) {
+                (Leadership::Leading(term), Others::Absent) => {
+                    marker.reset();
+                    break term;
+                }
+                // The Lease holder says so on every pool, and again every round: a pool created
+                // meanwhile, or a status the other provider rewrote.
+                (Leadership::Leading(_), Others::Active { lease, holder }) => {
+                    marking = true;
+                    marker.mark_all(&lease, &holder, controllers.settings.clock.now()).await;
+                }
+                (_, Others::Absent) => marker.reset(),
+                _ => {}
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 changed = leading.changed() => changed.context("the leader election stopped")?,
                 changed = other_active.changed() => changed.context("the other-provider check stopped")?,
+                _ = tokio::time::sleep(MARK_POOLS_EVERY), if marking => {}
             }
         };
         info!(term, "became the leader: building the index, then serving claims");
@@ -201,7 +219,7 @@ async fn lead(
                 result = &mut run => return result,
                 changed = other_active.changed() => {
                     changed.context("the other-provider check stopped")?;
-                    if *other_active.borrow_and_update() {
+                    if other_active.borrow_and_update().blocks() {
                         break;
                     }
                 }

@@ -161,9 +161,16 @@ async fn wait_address_ref(scope: &Scope, name: &str) {
         });
 }
 
+/// How many `IPAddress`es the cluster holds, in every namespace: earlier scenarios leave some.
+fn addresses_in_cluster() -> usize {
+    let list = super::kubectl_json(&["get", "ipaddresses.ipam.cluster.x-k8s.io", "--all-namespaces"]);
+    list["items"].as_array().map_or(0, Vec::len)
+}
+
 /// Runs docs/examples/preflight-job.yaml with ferro-ipam's image: it must complete (exit 0),
 /// adopting every address there is.
-fn preflight_job(addresses: usize) {
+fn preflight_job() {
+    let addresses = addresses_in_cluster();
     let example = repo_root().join("docs/examples/preflight-job.yaml");
     kubectl(&["delete", "-f", &example.to_string_lossy(), "--ignore-not-found", "--wait"]);
     let started = Instant::now();
@@ -213,7 +220,7 @@ async fn in_cluster_to_ferro_ipam_and_back_as_deployments_keeps_every_address() 
     assert_eq!(before.len(), names.len());
 
     // The switch (runbook: preflight, stop, replace the CRDs, install).
-    preflight_job(before.len());
+    preflight_job();
     stop_in_cluster();
     replace_crds(&repo_root().join("crds"));
     let switched = Instant::now();
@@ -235,7 +242,7 @@ async fn in_cluster_to_ferro_ipam_and_back_as_deployments_keeps_every_address() 
     let with_ferro = snapshot(&scope).await;
 
     // And back (runbook: preflight, stop ferro-ipam, the in-cluster CRDs, start it).
-    preflight_job(with_ferro.len());
+    preflight_job();
     super::scale_controller(0);
     replace_crds(&ferro_ipam_e2e::peer::crd_dir(tools));
     start_in_cluster();

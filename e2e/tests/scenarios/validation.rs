@@ -271,7 +271,7 @@ async fn update_that_makes_a_valid_pool_invalid_is_refused() {
 }
 
 /// The pool's `Ready` condition once it has `reason`.
-async fn wait_pool_reason(s: &Scope, pool: &str, reason: &str) -> Readiness {
+pub(crate) async fn wait_pool_reason(s: &Scope, pool: &str, reason: &str) -> Readiness {
     let deadline = tokio::time::Instant::now() + PROMPTLY;
     loop {
         let ready = s.pool_ready(pool).await;
@@ -284,7 +284,7 @@ async fn wait_pool_reason(s: &Scope, pool: &str, reason: &str) -> Readiness {
 }
 
 /// The note of a Warning Event about the pool with `reason`.
-async fn wait_pool_event(s: &Scope, pool: &str, reason: &str) -> String {
+pub(crate) async fn wait_pool_event(s: &Scope, pool: &str, reason: &str) -> String {
     let deadline = tokio::time::Instant::now() + PROMPTLY;
     loop {
         let events = s.events_about(IN_CLUSTER, pool).await.unwrap();

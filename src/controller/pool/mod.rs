@@ -4,6 +4,7 @@
 #[cfg(test)]
 mod api_tests;
 mod kind;
+pub mod other_provider;
 mod status;
 mod throttle;
 

@@ -116,6 +116,7 @@ impl Term {
             providers: super::provider::Providers::new(self.client.clone()),
             recorder: Recorder::new(self.client.clone(), reporter),
             metrics: self.metrics.clone(),
+            misconfig: self.misconfig.clone(),
             first_seen: Default::default(),
             only_namespace: self.settings.namespace.clone(),
             pool_writes: pool::WriteThrottle::new(

@@ -91,18 +91,32 @@ where
     let metrics = ctx.metrics.clone();
     metrics.reconciles_in_flight.get_or_create(&labels).inc();
     let started = Instant::now();
+    let misconfig = ctx.misconfig.clone();
     let result = reconcile(object, ctx).instrument(span).await;
+    // A write no retry can fix (RBAC, a webhook that cannot be called) is a misconfiguration of
+    // this object until one of its reconciles succeeds.
+    let object = format!("{controller} {name}");
+    match &result {
+        Ok(_) => misconfig.resolved(&object),
+        Err(error) => {
+            if let (Some(problem), Error::Kube { action, source }) = (error.problem(), error) {
+                misconfig.report(problem, &object, action, &super::super::error::describe(source));
+            }
+        }
+    }
     metrics.reconciles_in_flight.get_or_create(&labels).dec();
     metrics.reconciled(controller, started.elapsed(), result.as_ref().err().map(Error::metric_label));
     result
 }
 
 /// A conflict (someone wrote first; the watch brings the new version) and a write refused by the
-/// fence (the term is suspended) are expected and retried at once: debug. Anything else is a WARN
-/// naming the object (the reconcile span), the action and the API server's message.
+/// fence (the term is suspended) are expected and retried at once: debug. A misconfiguration
+/// was said at ERROR by [`instrumented`]. Anything else is a WARN naming the object (the
+/// reconcile span), the action and the API server's message.
 pub fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
     match error.metric_label() {
         kind @ ("conflict" | "fenced") => debug!(%error, kind, "reconcile met an expected refusal; retrying"),
+        kind if error.problem().is_some() => debug!(%error, kind, "reconcile refused; retrying"),
         kind => warn!(%error, kind, "reconcile failed; retrying"),
     }
     Action::requeue(error.retry_after())

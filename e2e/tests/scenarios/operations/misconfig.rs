@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ferro_ipam_e2e::objects::Scope;
+
+use crate::validation::{wait_pool_event, wait_pool_reason};
 use ferro_ipam_e2e::plane::repo_root;
 use ferro_ipam_e2e::process::{free_port, http_status};
 use ferro_ipam_e2e::proxy::Proxy;
@@ -253,9 +255,9 @@ async fn another_providers_renewed_lease_stops_allocation_until_it_lapses() {
     let mut args = s.provider_args();
     args.extend(["--other-provider-lease", &other, "--leader-elect-retry-period", "1s"]);
     args.extend(["--leader-elect-renew-deadline", "2s", "--leader-elect-lease-duration", "4s"]);
+    s.pool("nodes", json!({"addresses": ["10.71.0.10-10.71.0.12"], "prefix": 24})).await.unwrap();
     let started = Instant::now();
     let provider = Provider::launch(s.plane, &s.plane.kubeconfig, &args).unwrap();
-    s.pool("nodes", json!({"addresses": ["10.71.0.10-10.71.0.12"], "prefix": 24})).await.unwrap();
     s.claim("c", "InClusterIPPool", "nodes").await.unwrap();
     // Renewed every second for 6 s: the Lease is held all along, and nothing is allocated.
     let mut signalled = None;
@@ -274,12 +276,17 @@ async fn another_providers_renewed_lease_stops_allocation_until_it_lapses() {
         signalled.unwrap_or_else(|| panic!("no signal of the other provider; log:\n{}", provider.log_tail(30)));
     assert!(s.addresses().get_opt("c").await.unwrap().is_none(), "allocated while another provider was active");
     assert_eq!(error_lines(&provider, "other_provider_active"), 1, "{}", provider.log_tail(30));
+    let (status, _, message) = wait_pool_reason(&s, "nodes", "OtherProviderActive").await;
+    assert_eq!(status, "False");
+    assert!(message.contains(&other) && message.contains("in-cluster-ipam_e2e"), "{message}");
+    let note = wait_pool_event(&s, "nodes", "OtherProviderActive").await;
+    assert!(note.contains(&other), "{note}");
     report(
         "another IPAM provider's Lease held and renewed",
         "ERROR problem=other_provider_active object=Lease <ns>/7bb7acb4.ipam.cluster.x-k8s.io action=get error=held by <holder> and renewed: ...",
         "503",
         "ferro_ipam_misconfigured{problem=\"other_provider_active\"} 1",
-        "none yet",
+        "pools `Ready=False`, reason `OtherProviderActive`, and a Warning Event",
         signalled,
     );
     // The other provider stops renewing: served once its Lease has lapsed.
@@ -291,6 +298,8 @@ async fn another_providers_renewed_lease_stops_allocation_until_it_lapses() {
         "served {served:.1} s after the last renewal, before the Lease lapsed"
     );
     assert_eq!(misconfigured(&provider, "other_provider_active"), Some(0.0));
+    let (status, _, _) = wait_pool_reason(&s, "nodes", "Valid").await;
+    assert_eq!(status, "True", "the pool's own condition is back once ferro-ipam serves");
     println!(
         "misconfig report: other provider's Lease (duration {DURATION} s) lapsed: claim served {served:.1} s after its last renewal"
     );
@@ -311,6 +320,7 @@ async fn the_running_in_cluster_provider_is_refused_and_ferro_ipam_serves_once_i
     let other = format!("{}/{IN_CLUSTER_LEASE}", s.ns);
     let mut args = s.provider_args();
     args.extend(["--other-provider-lease", &other]);
+    s.pool("nodes", json!({"addresses": ["10.72.0.10-10.72.0.19"], "prefix": 24})).await.unwrap();
     let started = Instant::now();
     let provider = Provider::launch(s.plane, &s.plane.kubeconfig, &args).unwrap();
     let seconds = wait_signal(&provider, started, "other_provider_active", &[&other, "held by"]);
@@ -319,12 +329,15 @@ async fn the_running_in_cluster_provider_is_refused_and_ferro_ipam_serves_once_i
         "ERROR problem=other_provider_active object=Lease <ns>/7bb7acb4.ipam.cluster.x-k8s.io action=get error=held by <holder> and renewed: ...",
         "503",
         "ferro_ipam_misconfigured{problem=\"other_provider_active\"} 1",
-        "none yet",
+        "a Warning Event `OtherProviderActive` on each pool (the in-cluster provider rewrites their status)",
         seconds,
     );
-    s.pool("nodes", json!({"addresses": ["10.72.0.10-10.72.0.19"], "prefix": 24})).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    // No term starts (a term begins "became the leader"), so nothing is allocated or written.
+    // The in-cluster provider rewrites the status of the pools it serves, without ferro-ipam's
+    // condition: the Warning Event is what stays.
+    let note = wait_pool_event(&s, "nodes", "OtherProviderActive").await;
+    assert!(note.contains(&other), "{note}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // No term starts (a term begins "became the leader"), so nothing is allocated.
     assert!(!provider.logged(&["became the leader"]), "ferro-ipam served while the in-cluster provider ran");
     peer.stop();
     let stopped = Instant::now();
@@ -342,4 +355,174 @@ async fn the_running_in_cluster_provider_is_refused_and_ferro_ipam_serves_once_i
         "none",
         served,
     );
+}
+
+/// The in-cluster provider's webhook configurations as its release leaves them once its pod and
+/// Service are gone, confined to `namespace` so that other scenarios' pools are untouched.
+fn leftover_webhooks(namespace: &str) -> [serde_json::Value; 2] {
+    let hook = |name: &str, path: &str| {
+        json!({
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "clientConfig": {"service": {"name": "capi-ipam-in-cluster-webhook-service", "namespace": "capi-ipam-in-cluster-system", "path": path}},
+            "rules": [{"apiGroups": ["ipam.cluster.x-k8s.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["inclusterippools"]}],
+        })
+    };
+    [
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": format!("{namespace}-in-cluster-validating")},
+            "webhooks": [hook("validation.inclusterippool.ipam.cluster.x-k8s.io", "/validate-ipam-cluster-x-k8s-io-v1alpha2-inclusterippool")],
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": format!("{namespace}-in-cluster-mutating")},
+            "webhooks": [hook("default.inclusterippool.ipam.cluster.x-k8s.io", "/mutate-ipam-cluster-x-k8s-io-v1alpha2-inclusterippool")],
+        }),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn leftover_webhooks_that_refuse_pool_writes_are_an_error_and_a_metric_until_deleted() {
+    use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+    let s = Scope::new("misconfig-webhooks").await;
+    // The pool exists from before (the in-cluster provider served it); then its pod goes and its
+    // webhooks stay.
+    s.pool("nodes", json!({"addresses": ["10.73.0.10-10.73.0.19"], "prefix": 24})).await.unwrap();
+    let [validating, mutating] = leftover_webhooks(&s.ns);
+    let validating: ValidatingWebhookConfiguration = serde_json::from_value(validating).unwrap();
+    let mutating: MutatingWebhookConfiguration = serde_json::from_value(mutating).unwrap();
+    let validatings: Api<ValidatingWebhookConfiguration> = Api::all(s.client.clone());
+    let mutatings: Api<MutatingWebhookConfiguration> = Api::all(s.client.clone());
+    validatings.create(&PostParams::default(), &validating).await.unwrap();
+    mutatings.create(&PostParams::default(), &mutating).await.unwrap();
+    // The API server caches webhook configurations: wait until they refuse a write.
+    s.eventually("the webhooks refuse pool writes", Duration::from_secs(20), || async {
+        let patch = json!({"metadata": {"labels": {"probe": "1"}}});
+        let refused =
+            s.pools().patch("nodes", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await;
+        refused.is_err_and(|e| e.to_string().contains("failed calling webhook"))
+    })
+    .await
+    .unwrap();
+
+    let started = Instant::now();
+    let provider = Provider::launch(s.plane, &s.plane.kubeconfig, &s.provider_args()).unwrap();
+    s.claim("vm-0", "InClusterIPPool", "nodes").await.unwrap();
+    let object = format!("object=pool {}/nodes", s.ns);
+    let deadline = started + LEASE_DURATION;
+    let seconds = loop {
+        let logged = provider.logged(&["ERROR", "problem=webhook_failing", &object, "failed calling webhook"]);
+        let metric = misconfigured(&provider, "webhook_failing").is_some_and(|v| v >= 1.0);
+        if logged && metric {
+            break started.elapsed().as_secs_f64();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "webhook_failing not signalled (ERROR {logged}, metric {metric}); log:\n{}",
+            provider.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Other pools can still be served: readiness stays.
+    assert_eq!(http_status(&provider.health, "/readyz"), Some(200), "{}", provider.log_tail(20));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(error_lines(&provider, "webhook_failing"), 1, "one ERROR line per 30 s, not per retry");
+    assert!(!provider.logged(&["WARN", "failed calling webhook"]), "said once, at ERROR: {}", provider.log_tail(20));
+    report(
+        "the in-cluster provider's webhooks left registered (pool writes refused)",
+        "ERROR problem=webhook_failing object=pool <ns>/<pool> action=updating finalizers of InClusterIPPool <ns>/<pool> error=Internal error occurred: failed calling webhook ... (500 InternalError)",
+        "200 (other pools are served)",
+        "ferro_ipam_misconfigured{problem=\"webhook_failing\"} 1 (one per refused pool)",
+        "none (the pool's writes are refused)",
+        seconds,
+    );
+
+    // The runbook's fix: delete them. The pool is protected and the claim served.
+    validatings.delete(&validating.metadata.name.clone().unwrap(), &Default::default()).await.unwrap();
+    mutatings.delete(&mutating.metadata.name.clone().unwrap(), &Default::default()).await.unwrap();
+    let fixed = Instant::now();
+    s.wait_allocated("vm-0", Duration::from_secs(45)).await.unwrap();
+    s.eventually("the metric back at 0", Duration::from_secs(10), || async {
+        misconfigured(&provider, "webhook_failing") == Some(0.0)
+    })
+    .await
+    .unwrap();
+    assert!(provider.logged(&["resolved", "problem=webhook_failing"]), "{}", provider.log_tail(20));
+    println!("misconfig report: webhooks deleted: claim served {:.1} s later", fixed.elapsed().as_secs_f64());
+}
+
+/// Stops the plane's processes when the test ends, passed or not.
+struct Halt(&'static ControlPlane);
+
+impl Drop for Halt {
+    fn drop(&mut self) {
+        self.0.halt();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_crds_are_an_error_not_ready_and_a_metric_until_they_are_installed() {
+    // A plane of its own: the CRDs go and come back.
+    let plane = ControlPlane::start().unwrap_or_else(|e| panic!("starting a private control plane: {e:#}")).leak();
+    let _halt = Halt(plane);
+    let s = Scope::on(plane, "crds-missing").await;
+    let pool_crds = repo_root().join("crds");
+    let capi_crds = plane.tools.capi_crds().unwrap();
+    let ipam_crds = ["ipaddressclaims.ipam.cluster.x-k8s.io", "ipaddresses.ipam.cluster.x-k8s.io"];
+    let mut delete = vec!["delete", "--wait", "-f"];
+    let pool_crds_arg = pool_crds.to_string_lossy().into_owned();
+    delete.push(&pool_crds_arg);
+    plane.kubectl_ok(&delete).unwrap();
+    let mut delete = vec!["delete", "--wait", "crd"];
+    delete.extend(ipam_crds);
+    plane.kubectl_ok(&delete).unwrap();
+
+    // Neither Cluster API's IPAM CRDs nor the pools': discovery finds no IPAddressClaim.
+    let started = Instant::now();
+    let provider = Provider::launch(plane, &plane.kubeconfig, &s.provider_args()).unwrap();
+    let seconds = wait_signal(&provider, started, "crd_missing", &["object=API discovery of the Cluster API groups"]);
+    report(
+        "Cluster API's IPAM CRDs missing",
+        "ERROR problem=crd_missing object=API discovery of the Cluster API groups action=get error=...",
+        "503",
+        "ferro_ipam_misconfigured{problem=\"crd_missing\"} 1",
+        "none",
+        seconds,
+    );
+
+    // Cluster API's CRDs installed, the pools' still missing: each pool watch is refused.
+    let installed = Instant::now();
+    plane.kubectl_ok(&["apply", "--server-side", "-f", &capi_crds.to_string_lossy()]).unwrap();
+    plane.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"]).unwrap();
+    let seconds = wait_signal(&provider, installed, "crd_missing", &["object=list/watch of InClusterIPPool", "404"]);
+    report(
+        "ferro-ipam's pool CRDs missing",
+        "ERROR problem=crd_missing object=list/watch of InClusterIPPool action=list error=... (404 NotFound)",
+        "503 (the leader)",
+        "ferro_ipam_misconfigured{problem=\"crd_missing\"}, one per pool kind",
+        "none (no pool can be read)",
+        // Discovery backs off up to 10 s between attempts: counted from the CRDs' install.
+        seconds,
+    );
+    assert!(
+        provider.logged(&["resolved", "object=API discovery of the Cluster API groups"]),
+        "{}",
+        provider.log_tail(20)
+    );
+
+    // And the pools' CRDs: everything is served.
+    plane.kubectl_ok(&["apply", "--server-side", "-f", &pool_crds_arg]).unwrap();
+    plane.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"]).unwrap();
+    s.pool("nodes", json!({"addresses": ["10.74.0.10-10.74.0.19"], "prefix": 24})).await.unwrap();
+    s.claim("vm-0", "InClusterIPPool", "nodes").await.unwrap();
+    s.wait_allocated("vm-0", Duration::from_secs(60)).await.unwrap();
+    s.eventually("ready, the metric at 0", Duration::from_secs(15), || async {
+        misconfigured(&provider, "crd_missing") == Some(0.0) && http_status(&provider.health, "/readyz") == Some(200)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}: {}", provider.log_tail(20)));
 }
