@@ -455,12 +455,18 @@ async fn leftover_webhooks_that_refuse_pool_writes_are_an_error_and_a_metric_unt
     println!("misconfig report: webhooks deleted: claim served {:.1} s later", fixed.elapsed().as_secs_f64());
 }
 
-/// Stops the plane's processes when the test ends, passed or not.
+/// Stops the plane's processes when the test ends, and removes its directory unless the test
+/// failed (its logs are for a post-mortem).
 struct Halt(&'static ControlPlane);
 
 impl Drop for Halt {
     fn drop(&mut self) {
         self.0.halt();
+        if std::thread::panicking() {
+            eprintln!("control plane logs: {}", self.0.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0.dir);
+        }
     }
 }
 
