@@ -12,6 +12,8 @@
 //!   [`Proxy::heal`].
 //! - [`Proxy::cut`]: resets every open connection at once; new ones forward (or are held, while
 //!   blackholed).
+//! - [`Proxy::slow`]: holds every chunk it forwards, either way, for a delay before passing it
+//!   on, as an overloaded server or a congested link would; `Duration::ZERO` ends it.
 //!
 //! It runs on a runtime of its own, so that it keeps forwarding whatever the test's runtime does.
 
@@ -19,6 +21,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anyhow::Result;
 use tokio::net::{TcpListener, TcpStream};
@@ -38,6 +41,8 @@ struct Mode {
     link: Link,
     /// Connections accepted under an older generation are reset.
     generation: u64,
+    /// How long each chunk waits before it is passed on.
+    delay: Duration,
 }
 
 /// A running proxy; it stops (and resets its connections) when dropped.
@@ -60,7 +65,7 @@ impl Proxy {
             .thread_name("e2e-proxy")
             .enable_all()
             .build()?;
-        let (mode, watching) = watch::channel(Mode { link: Link::Forwarding, generation: 0 });
+        let (mode, watching) = watch::channel(Mode { link: Link::Forwarding, generation: 0, delay: Duration::ZERO });
         let accepted = Arc::new(AtomicUsize::new(0));
         let counter = accepted.clone();
         runtime.spawn(async move {
@@ -109,6 +114,11 @@ impl Proxy {
     /// Resets every open connection.
     pub fn cut(&self) {
         self.mode.send_modify(|m| m.generation += 1);
+    }
+
+    /// Holds every chunk, either way, for `delay` before passing it on (`Duration::ZERO`: at once).
+    pub fn slow(&self, delay: Duration) {
+        self.mode.send_modify(|m| m.delay = delay);
     }
 }
 
@@ -166,7 +176,8 @@ async fn connect_when_forwarding(
 }
 
 /// Copies both ways until both directions are closed, or the connection is reset. While
-/// blackholed, nothing is read, so whatever the peers send waits in the kernel's buffers.
+/// blackholed, nothing is read, so whatever the peers send waits in the kernel's buffers. While
+/// slowed, each chunk waits out the delay before it is written.
 async fn forward(client: &TcpStream, server: &TcpStream, mode: &mut watch::Receiver<Mode>, generation: u64) -> End {
     let mut upstream_open = true;
     let mut downstream_open = true;
@@ -233,7 +244,13 @@ fn shutdown_write(stream: &TcpStream) {
 /// Writes `bytes` unless the connection is reset meanwhile (a peer that stopped reading must not
 /// keep the connection from being cut). False when the connection is to be reset.
 async fn relay(stream: &TcpStream, bytes: &[u8], mode: &mut watch::Receiver<Mode>, generation: u64) -> bool {
-    let write = write_all(stream, bytes);
+    let delay = mode.borrow().delay;
+    let write = async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        write_all(stream, bytes).await
+    };
     tokio::pin!(write);
     loop {
         tokio::select! {
@@ -328,6 +345,21 @@ mod tests {
         proxy.heal();
         let mut next = connect(&proxy);
         assert_eq!(round_trip(&mut next, "four").unwrap(), "four");
+    }
+
+    #[test]
+    fn a_slowed_proxy_delays_each_chunk_both_ways_until_sped_up_again() {
+        let proxy = Proxy::start(echo()).unwrap();
+        let mut stream = connect(&proxy);
+        proxy.slow(Duration::from_millis(150));
+        let sent = std::time::Instant::now();
+        assert_eq!(round_trip(&mut stream, "slow").unwrap(), "slow");
+        let slowed = sent.elapsed();
+        assert!(slowed >= Duration::from_millis(300), "a round trip through a 150 ms delay took {slowed:?}");
+        proxy.slow(Duration::ZERO);
+        let sent = std::time::Instant::now();
+        assert_eq!(round_trip(&mut stream, "fast").unwrap(), "fast");
+        assert!(sent.elapsed() < Duration::from_millis(150), "back to speed: {:?}", sent.elapsed());
     }
 
     #[test]
