@@ -23,20 +23,19 @@ mod rng;
 mod schedule;
 mod settings;
 mod timeline;
+mod verdict;
 mod workload;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::anyhow;
 use ferro_ipam_e2e::objects::Scope;
-use ferro_ipam_e2e::{invariants, leadership};
 
 use cast::Cast;
 use history::History;
 use nemesis::Nemesis;
 use report::Report;
-use rig::{Findings, Rig};
+use rig::Rig;
 use rng::Rng;
 use settings::Settings;
 use timeline::Timeline;
@@ -54,77 +53,46 @@ async fn a_seeded_nemesis_under_a_changing_workload_never_hands_out_an_address_t
     let mut report = Report::new(&settings, &plan);
     let timeline = Timeline::new();
 
-    // Without its watch cache, the API server serves watches from etcd: a compaction makes
-    // every watch that reconnects from before it relist (410 Gone).
-    let mut rig = Rig::own_plane("soak", &["--watch-cache=false".to_owned()]).await;
-    rig.s.filter = Some(rig.s.ns.clone());
-    let rig = Arc::new(rig);
-    let mut b = Scope::on(rig.plane(), "soak-b").await;
-    b.filter = rig.s.filter.clone();
-    let history = History::record(rig.s.client.clone(), timeline.clone()).await;
-    let layout = workload::layout::create(&rig.s, &b).await;
-    let cast = Arc::new(tokio::task::block_in_place(|| Cast::start(rig.clone(), settings.replicas)));
-    timeline.note(format!("{} replicas ready; the workload and the faults begin", settings.replicas));
-
-    let mut workload = Workload::start(&rig.s, &b, layout, &mut rng.fork(), &timeline);
-    let tally = Nemesis::play(cast.clone(), plan, settings.chaos, &mut rng.fork(), &timeline).await;
+    let stage = Stage::set(settings.replicas, &timeline).await;
+    let mut workload = Workload::start(&stage.a, &stage.b, stage.layout.clone(), &mut rng.fork(), &timeline);
+    let tally = Nemesis::play(stage.cast.clone(), plan, settings.chaos, &mut rng.fork(), &timeline).await;
     let quiet = Instant::now();
     report.faults(&tally.injected);
     timeline.note("the faults have ended; the workload stops");
-    for line in cast.restore().await {
+    for line in stage.cast.restore().await {
         timeline.note(line);
     }
     workload.stop().await;
 
-    let mut findings = Findings::new("soak");
-    let served = liveness::served_or_truly_waiting(&[&rig.s, &b], quiet, quiet + SERVED_WITHIN).await;
-    match &served {
-        Ok(after) => report.line(format!(
-            "liveness: every claim served or truly waiting {:.1} s after the faults stopped",
-            after.as_secs_f64()
-        )),
-        Err(error) => report.line(format!("liveness: FAILED: {error:#}")),
-    }
-    findings.expect("liveness", served.map(drop));
-    let counters = workload.counters.clone();
-    let waits = workload.finish().await;
-    findings.expect("invariants", invariants::check(&rig.s.client, &[&rig.s.ns, &b.ns]).await);
-    let differences = history::compare_with_list(&rig.s.client, &history.ledger).await;
-    findings.ensure(differences.is_empty(), || {
-        format!("the history does not match a fresh list at the end: {differences:#?}")
-    });
-    let ledger = history.stop().await;
-    {
-        let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
-        let duplicates = &ledger.duplicates;
-        findings.ensure(duplicates.is_empty(), || format!("addresses held twice in the history: {duplicates:#?}"));
-        report.history(&ledger);
-    }
-    for failure in &tally.failures {
-        findings.expect("nemesis", Err(anyhow!("{failure}")));
-    }
-    let windows = cast.all_replicas(|all| {
-        let logs: Vec<_> = all.iter().map(|r| r.log()).collect();
-        (all.len(), leadership::check_windows(&logs))
-    });
-    let (processes, windows) = windows.await;
-    findings.expect("allocation windows", windows);
-
-    report.line(format!("workload: {}; {}", counters.summary(), claims_left(&rig.s, &b).await));
-    report.waits(&waits.lock().unwrap_or_else(|e| e.into_inner()));
-    report.line(format!("replica processes started over the run: {processes}"));
-    let file = report.publish(&settings, &timeline.lines());
-    findings.detail(format!("seed {}; replay with: {}", settings.seed, settings.replay()));
-    findings.detail(format!("report and fault timeline: {}", file.display()));
-    findings.detail(format!("control plane and replica logs: {}", rig.plane().dir.display()));
-    cast.all_replicas(|all| findings.conclude(all)).await;
+    let verdict = verdict::Verdict { a: &stage.a, b: &stage.b, cast: &stage.cast, quiet, tally: &tally };
+    verdict.judge(workload, stage.history, &settings, report, &timeline).await;
 }
 
-/// How many claims are left at the end.
-async fn claims_left(a: &Scope, b: &Scope) -> String {
-    let mut left = 0;
-    for s in [a, b] {
-        left += s.claims().list(&Default::default()).await.map(|l| l.items.len()).unwrap_or(0);
+/// What the soak runs on: its own control plane (restarted by the faults), two namespaces of
+/// one watch filter, the history recording, the pools made, the replicas ready.
+struct Stage {
+    a: Scope,
+    b: Scope,
+    cast: Arc<Cast>,
+    history: History,
+    layout: workload::layout::Layout,
+}
+
+impl Stage {
+    async fn set(replicas: usize, timeline: &Timeline) -> Stage {
+        // Without its watch cache, the API server serves watches from etcd: a compaction makes
+        // every watch that reconnects from before it relist (410 Gone).
+        let mut rig = Rig::own_plane("soak", &["--watch-cache=false".to_owned()]).await;
+        rig.s.filter = Some(rig.s.ns.clone());
+        let plane = rig.plane();
+        let a = Scope { plane, client: rig.s.client.clone(), ns: rig.s.ns.clone(), filter: rig.s.filter.clone() };
+        let mut b = Scope::on(plane, "soak-b").await;
+        b.filter = a.filter.clone();
+        let history = History::record(a.client.clone(), timeline.clone()).await;
+        let layout = workload::layout::create(&a, &b).await;
+        let rig = Arc::new(rig);
+        let cast = Arc::new(tokio::task::block_in_place(|| Cast::start(rig, replicas)));
+        timeline.note(format!("{replicas} replicas ready; the workload and the faults begin"));
+        Stage { a, b, cast, history, layout }
     }
-    format!("{left} claims at the end")
 }

@@ -57,6 +57,7 @@ pub struct Editable {
 }
 
 /// What the workload knows of the pools it made.
+#[derive(Clone)]
 pub struct Layout {
     pub global: String,
     pub editable: Vec<Editable>,
