@@ -61,7 +61,7 @@ async fn look(scopes: &[&Scope]) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     for s in scopes {
         for claim in s.claims().list(&ListParams::default()).await?.items {
-            if let Some(problem) = judge(s, &claim, &free, &addresses) {
+            if let Some(problem) = judge(&s.ns, &claim, &free, &addresses) {
                 problems.push(problem);
             }
         }
@@ -69,9 +69,14 @@ async fn look(scopes: &[&Scope]) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-/// What is wrong with one claim, if anything.
-fn judge(s: &Scope, claim: &IPAddressClaim, free: &BTreeMap<String, i64>, addresses: &[IPAddress]) -> Option<String> {
-    let label = format!("claim {}/{}", s.ns, claim.name_any());
+/// What is wrong with one claim of `namespace`, if anything (no client required).
+fn judge(
+    namespace: &str,
+    claim: &IPAddressClaim,
+    free: &BTreeMap<String, i64>,
+    addresses: &[IPAddress],
+) -> Option<String> {
+    let label = format!("claim {namespace}/{}", claim.name_any());
     if claim.metadata.deletion_timestamp.is_some() {
         return Some(format!("{label} is being deleted, and not gone"));
     }
@@ -88,8 +93,8 @@ fn judge(s: &Scope, claim: &IPAddressClaim, free: &BTreeMap<String, i64>, addres
     let pool = match pool_ref.kind.as_str() {
         "GlobalInClusterIPPool" => pool_ref.name.clone(),
         // A purpose claim of the soak asks for a VIP, which only the pool `vips` hands out.
-        _ if pool_ref.name == VIPS_LABEL => format!("{}/vips", s.ns),
-        _ => format!("{}/{}", s.ns, pool_ref.name),
+        _ if pool_ref.name == VIPS_LABEL => format!("{namespace}/vips"),
+        _ => format!("{namespace}/{}", pool_ref.name),
     };
     let true_reason = match reason.as_str() {
         "PoolExhausted" => free.get(&pool) == Some(&0),
@@ -101,4 +106,59 @@ fn judge(s: &Scope, claim: &IPAddressClaim, free: &BTreeMap<String, i64>, addres
     (!true_reason).then(|| {
         format!("{label} waits with reason {reason} ({message}); pool {pool} reports {:?} free", free.get(&pool))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn claim(pool: &str, ready: (&str, &str), annotations: serde_json::Value) -> IPAddressClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddressClaim",
+            "metadata": {"name": "c", "namespace": "a", "annotations": annotations},
+            "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": pool}},
+            "status": {"conditions": [{"type": "Ready", "status": ready.0, "reason": ready.1, "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .unwrap()
+    }
+
+    fn address(name: &str, ip: &str) -> IPAddress {
+        serde_json::from_value(json!({
+            "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddress",
+            "metadata": {"name": name, "namespace": "a"},
+            "spec": {"claimRef": {"name": name}, "address": ip, "prefix": 24,
+                "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "sticky"}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn exhaustion_is_a_true_reason_only_while_the_pool_reports_nothing_free() {
+        let waiting = claim("churn", ("False", "PoolExhausted"), json!({}));
+        let full = BTreeMap::from([("a/churn".to_owned(), 0)]);
+        let roomy = BTreeMap::from([("a/churn".to_owned(), 3)]);
+        assert_eq!(judge("a", &waiting, &full, &[]), None);
+        assert!(judge("a", &waiting, &roomy, &[]).is_some_and(|p| p.contains("PoolExhausted")));
+        let vip = claim(VIPS_LABEL, ("False", "PoolExhausted"), json!({}));
+        assert_eq!(judge("a", &vip, &BTreeMap::from([("a/vips".to_owned(), 0)]), &[]), None);
+    }
+
+    #[test]
+    fn a_requested_address_is_a_true_reason_only_while_another_holds_it() {
+        let wanted = json!({REQUESTED_ADDRESS_ANNOTATION: "10.51.0.20"});
+        let waiting = claim("sticky", ("False", "AllocationFailed"), wanted);
+        assert_eq!(judge("a", &waiting, &BTreeMap::new(), &[address("other", "10.51.0.20")]), None);
+        assert!(judge("a", &waiting, &BTreeMap::new(), &[address("other", "10.51.0.21")]).is_some());
+        assert!(judge("a", &waiting, &BTreeMap::new(), &[address("c", "10.51.0.20")]).is_some(), "not by itself");
+    }
+
+    #[test]
+    fn a_served_claim_passes_and_any_other_reason_fails() {
+        assert_eq!(judge("a", &claim("churn", ("True", "Allocated"), json!({})), &BTreeMap::new(), &[]), None);
+        let conflict = claim("churn", ("False", "AddressConflict"), json!({}));
+        assert!(judge("a", &conflict, &BTreeMap::new(), &[]).is_some());
+    }
 }
