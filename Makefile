@@ -116,6 +116,7 @@ lint: toolchains ## cargo fmt --check and clippy -D warnings
 unit: toolchains ## Unit, property and CRD tests; the e2e checker's and the benchmark's own tests (no API server)
 	$(call timed,unit and property tests,$(CARGO) test -p ferro-ipam --lib --bins --tests)
 	$(call timed,invariant checker and benchmark tests,$(CARGO) test -p ferro-ipam-e2e --lib --bins)
+	$(call timed,the soak's history checker and fault plan,$(CARGO) test -p ferro-ipam-e2e --test soak -- --skip a_seeded_nemesis)
 
 .PHONY: e2e
 e2e: tools install-tools build ## The end-to-end suite against a real kube-apiserver and etcd
@@ -140,6 +141,25 @@ test-faults: tools build faketime ## Fault injection: API server, etcd, partitio
 	  || { cat target/fault-report.txt 2>/dev/null; exit 1; })
 	@cat target/fault-report.txt
 
+# The soak: a seeded nemesis (faults alone and overlapping) under a changing workload, and a
+# history checker of every IPAddress (docs/soak.md). SOAK_MINUTES is the whole run, start-up
+# and final checks included; SOAK_SEED replays a run (a random one is printed when unset).
+SOAK_MINUTES ?= 3
+SOAK_SEED ?=
+SOAK_REPLICAS ?= 3
+# The seed of the short soak in `make test`, so that CI runs one plan every time.
+TEST_SOAK_SEED ?= 2323
+
+.PHONY: soak
+soak: tools build faketime ## The soak: seeded random faults and pool edits, a history checker (SOAK_MINUTES, SOAK_SEED, SOAK_REPLICAS)
+	$(call timed,soak,SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED=$(SOAK_SEED) SOAK_REPLICAS=$(SOAK_REPLICAS) \
+	  $(CARGO) test -p ferro-ipam-e2e --test soak -- --nocapture)
+
+.PHONY: test-soak
+test-soak: tools build faketime ## The short seeded soak of `make test` (about 3 minutes)
+	$(call timed,soak (seed $(TEST_SOAK_SEED)),SOAK_MINUTES=3 SOAK_SEED=$(TEST_SOAK_SEED) SOAK_REPLICAS=3 \
+	  $(CARGO) test -p ferro-ipam-e2e --test soak -- --nocapture)
+
 # The shipped image as pods on a real node; each scenario's times go to target/node-report.txt.
 .PHONY: test-node
 test-node: tools node-tools image ## The image as pods on a real node: install, takeover, rollout, PDB, garbage collection, namespace deletion
@@ -154,8 +174,8 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
 
 .PHONY: test
-test: ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection, the node
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults test-node)
+test: ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection, the soak, the node
+	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults test-soak test-node)
 
 .PHONY: demo
 demo: tools build ## Start a local control plane, run ferro-ipam, allocate from the example pools

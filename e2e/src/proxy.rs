@@ -12,6 +12,10 @@
 //!   [`Proxy::heal`].
 //! - [`Proxy::cut`]: resets every open connection at once; new ones forward (or are held, while
 //!   blackholed).
+//! - [`Proxy::slow`]: holds every chunk the server sends for a delay before passing it on, as an
+//!   overloaded server would answer late; `Duration::ZERO` ends it. Requests go through at once:
+//!   a write held up longer than the lease's `D - R` is a limit of leader election itself
+//!   (docs/operations.md), not a fault to test.
 //!
 //! It runs on a runtime of its own, so that it keeps forwarding whatever the test's runtime does.
 
@@ -19,6 +23,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anyhow::Result;
 use tokio::net::{TcpListener, TcpStream};
@@ -38,6 +43,8 @@ struct Mode {
     link: Link,
     /// Connections accepted under an older generation are reset.
     generation: u64,
+    /// How long each chunk from the server waits before it is passed on.
+    delay: Duration,
 }
 
 /// A running proxy; it stops (and resets its connections) when dropped.
@@ -60,7 +67,7 @@ impl Proxy {
             .thread_name("e2e-proxy")
             .enable_all()
             .build()?;
-        let (mode, watching) = watch::channel(Mode { link: Link::Forwarding, generation: 0 });
+        let (mode, watching) = watch::channel(Mode { link: Link::Forwarding, generation: 0, delay: Duration::ZERO });
         let accepted = Arc::new(AtomicUsize::new(0));
         let counter = accepted.clone();
         runtime.spawn(async move {
@@ -109,6 +116,11 @@ impl Proxy {
     /// Resets every open connection.
     pub fn cut(&self) {
         self.mode.send_modify(|m| m.generation += 1);
+    }
+
+    /// Holds every chunk from the server for `delay` before passing it on (`Duration::ZERO`: at once).
+    pub fn slow(&self, delay: Duration) {
+        self.mode.send_modify(|m| m.delay = delay);
     }
 }
 
@@ -166,7 +178,8 @@ async fn connect_when_forwarding(
 }
 
 /// Copies both ways until both directions are closed, or the connection is reset. While
-/// blackholed, nothing is read, so whatever the peers send waits in the kernel's buffers.
+/// blackholed, nothing is read, so whatever the peers send waits in the kernel's buffers. While
+/// slowed, each chunk from the server waits out the delay before it is written.
 async fn forward(client: &TcpStream, server: &TcpStream, mode: &mut watch::Receiver<Mode>, generation: u64) -> End {
     let mut upstream_open = true;
     let mut downstream_open = true;
@@ -182,12 +195,12 @@ async fn forward(client: &TcpStream, server: &TcpStream, mode: &mut watch::Recei
             changed = mode.changed() => if changed.is_err() { return End::Reset },
             read = read_some(client, &mut up), if forwarding && upstream_open => match read {
                 Some(0) => { upstream_open = false; shutdown_write(server); }
-                Some(n) => if !relay(server, &up[..n], mode, generation).await { return End::Reset },
+                Some(n) => if !relay(server, &up[..n], mode, generation, Duration::ZERO).await { return End::Reset },
                 None => return End::Reset,
             },
             read = read_some(server, &mut down), if forwarding && downstream_open => match read {
                 Some(0) => { downstream_open = false; shutdown_write(client); }
-                Some(n) => if !relay(client, &down[..n], mode, generation).await { return End::Reset },
+                Some(n) => if !relay(client, &down[..n], mode, generation, now.delay).await { return End::Reset },
                 None => return End::Reset,
             },
         }
@@ -230,10 +243,21 @@ fn shutdown_write(stream: &TcpStream) {
     }
 }
 
-/// Writes `bytes` unless the connection is reset meanwhile (a peer that stopped reading must not
-/// keep the connection from being cut). False when the connection is to be reset.
-async fn relay(stream: &TcpStream, bytes: &[u8], mode: &mut watch::Receiver<Mode>, generation: u64) -> bool {
-    let write = write_all(stream, bytes);
+/// Writes `bytes` after `delay`, unless the connection is reset meanwhile (a peer that stopped
+/// reading must not keep the connection from being cut). False when the connection is to be reset.
+async fn relay(
+    stream: &TcpStream,
+    bytes: &[u8],
+    mode: &mut watch::Receiver<Mode>,
+    generation: u64,
+    delay: Duration,
+) -> bool {
+    let write = async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        write_all(stream, bytes).await
+    };
     tokio::pin!(write);
     loop {
         tokio::select! {
@@ -328,6 +352,21 @@ mod tests {
         proxy.heal();
         let mut next = connect(&proxy);
         assert_eq!(round_trip(&mut next, "four").unwrap(), "four");
+    }
+
+    #[test]
+    fn a_slowed_proxy_delays_each_answer_until_sped_up_again() {
+        let proxy = Proxy::start(echo()).unwrap();
+        let mut stream = connect(&proxy);
+        proxy.slow(Duration::from_millis(250));
+        let sent = std::time::Instant::now();
+        assert_eq!(round_trip(&mut stream, "slow").unwrap(), "slow");
+        let slowed = sent.elapsed();
+        assert!(slowed >= Duration::from_millis(250), "a round trip through a 250 ms delay took {slowed:?}");
+        proxy.slow(Duration::ZERO);
+        let sent = std::time::Instant::now();
+        assert_eq!(round_trip(&mut stream, "fast").unwrap(), "fast");
+        assert!(sent.elapsed() < Duration::from_millis(150), "back to speed: {:?}", sent.elapsed());
     }
 
     #[test]

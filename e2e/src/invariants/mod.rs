@@ -27,7 +27,10 @@ use kube::{Client, ResourceExt};
 
 use crate::objects::capi;
 use rules::{Expected, Findings};
-use world::{Pool, PoolId, World};
+use world::{Pool, World};
+/// Which pool an `IPAddress` is in, and which pools share addresses: for a checker of the
+/// history of `IPAddress`es, which must hold them to the same rules.
+pub use world::{PoolId, attribution};
 
 /// Label on `IPAddress` objects a scenario makes by hand (no claim behind them).
 pub const HAND_MADE_LABEL: &str = "e2e.ferro-ipam.dev/hand-made";
