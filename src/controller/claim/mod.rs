@@ -39,7 +39,7 @@ use super::error::{Error, Result, status_code};
 use super::finalizers;
 
 pub use address::belongs_to;
-pub use gate::{ClusterState, Gate, cluster_is_paused, cluster_name, gate};
+pub use gate::{ClusterState, Gate, gate};
 use loaded::{Loaded, Serving};
 use purpose::Choice;
 pub use purpose::Target;
@@ -61,7 +61,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
     }
     ctx.index.wait_ready().await;
     let loaded = Loaded::load(claim, holder, target, &ctx);
-    if let Gate::Hold(why) = gate::gate(&loaded.claim, &loaded.cluster_state(&ctx), loaded.pool_facts(&ctx).as_ref()) {
+    if let Gate::Wait(why) = gate::gate(&loaded.claim, &loaded.cluster_state(&ctx), loaded.pool_facts(&ctx).as_ref()) {
         debug!(claim = %loaded.holder, %why, "leaving the claim alone for now");
         match &loaded.pool {
             Some(key) => ctx.index.wait_for_pool(key, &loaded.holder),

@@ -10,10 +10,10 @@ use crate::api::conditions::ClaimReason;
 use crate::index::{HolderKey, PoolKey};
 use crate::selection::{self, Candidates, Purpose};
 
-use super::super::context::Context;
-use super::super::provider::provider_kind;
 use super::Failure;
 use super::loaded::{Loaded, Serving};
+use crate::controller::context::Context;
+use crate::controller::provider::provider_kind;
 
 /// Where a claim's address comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
