@@ -92,8 +92,8 @@ fn adopt(index: &Index, claim: &IPAddressClaim, address: &IPAddress, key: &PoolK
             format!("IPAddress {holder} records {:?}, which is not an IP address", address.spec.address),
         );
     };
-    let served = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
-    match index.adopt(key, holder, ip, served) {
+    let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
+    match index.adopt(key, holder, ip, bound) {
         Ok(()) => Decision::Adopt { pool: key.clone(), claim: holder.to_string(), ip },
         Err(error) => refuse(
             Some(ip.to_string()),

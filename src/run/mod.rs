@@ -112,7 +112,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         info!(%address, "serving health probes");
     }
     // Not ready until discovery has answered.
-    let Some(served) = discovery::served_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await
+    let Some(versions) = discovery::versions_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await
     else {
         return Ok(());
     };
@@ -134,7 +134,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let others = if flags.other_provider_check { flags.other_provider_lease.clone() } else { Vec::new() };
     let other = other_provider::watch(&client, &others, flags.leader_elect_retry_period, misconfig.clone());
     let mut other_active = other.active.clone();
-    let controllers = Term { client, served, settings, health, metrics, misconfig: misconfig.clone() };
+    let controllers = Term { client, versions, settings, health, metrics, misconfig: misconfig.clone() };
     if !flags.leader_elect {
         // Without leader election, one term that always leads (but waits for another provider).
         let (_always, mut leading) = tokio::sync::watch::channel(Leadership::Leading(1));

@@ -23,7 +23,7 @@ pub fn watch(
     index: &Index,
     listed: Box<dyn FnOnce() + Send>,
 ) -> (AddressCache, impl Future<Output = ()> + Send + use<>) {
-    let resource = term.served.ipam.address_resource();
+    let resource = term.versions.ipam.address_resource();
     let (cache, mut writer) = AddressCache::new();
     let mut feed = AddressFeed::new(index.clone(), listed);
     let api: Api<IPAddress> = term.settings.scoped(&term.client, &resource);

@@ -40,7 +40,7 @@ pub struct ClaimWatch {
 
 impl ClaimWatch {
     pub fn new(term: &Term) -> ClaimWatch {
-        let resource = term.served.ipam.claim_resource();
+        let resource = term.versions.ipam.claim_resource();
         let api: Api<IPAddressClaim> = term.settings.scoped(&term.client, &resource);
         let (store, writer) = store_with(resource.clone());
         let by_cluster = ClaimsByCluster::default();
