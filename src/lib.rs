@@ -9,6 +9,28 @@
 //! - [`misconfig`]: misconfigurations said loudly: ERROR lines, a gauge, readiness.
 //! - `other_provider`: another IPAM provider's Lease, held and renewed, stops allocation.
 //! - [`run`], [`cli`], [`health`]: the process.
+//!
+//! # Glossary
+//!
+//! - **holder**: a claim and the `IPAddress` it owns, which share a namespace and a name
+//!   (`index::HolderKey`).
+//! - **hold**: an address a holder keeps in the index. A holder has up to two: its claim's
+//!   (from allocation until release) and its `IPAddress` object's (while the object exists). An
+//!   address with a hold is never handed out again.
+//! - **foreign**: an address of a pool held in another pool whose ranges overlap it; the pool's
+//!   allocator skips it.
+//! - **sticky**: a released claim's address, remembered for `--sticky-address-seconds` so that a
+//!   claim of the same namespace and name gets it back if it is still free. A memory reserves
+//!   nothing: anyone may take the address meanwhile.
+//! - **purpose**: "a VIP" or "a VM IP". A purpose claim names the purpose label
+//!   (`cluster-api-vips`, `cluster-api-vm-ips`) as its `poolRef` name instead of a pool; ferro-ipam
+//!   chooses among the pools that carry that label, the claim's namespace first.
+//! - **term**: one leadership of one replica, from taking the Lease to losing it. Each term
+//!   builds its index afresh, and its controllers end with it.
+//! - **fence**: the gate in the client that refuses every write once the term's renew deadline
+//!   has passed on the local clock, before any other replica can take the Lease.
+//! - **suspended**: a term whose fence is shut because renewals failed; it resumes if the Lease
+//!   still names this replica at the next renewal.
 
 pub mod allocator;
 pub mod api;

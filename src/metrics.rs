@@ -150,72 +150,82 @@ impl Metrics {
         let build: Family<BuildLabels, Gauge> = Family::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").to_owned() }).set(1);
         registry.register("build_info", "Build of the running binary (always 1)", build);
+        metrics.register_allocation(registry);
+        metrics.register_controllers(registry);
+        Metrics { registry: root, ..metrics }
+    }
+
+    /// What pools and claims get: addresses by state, allocations, releases, latency.
+    fn register_allocation(&self, registry: &mut Registry) {
         registry.register(
             "pool_addresses",
             "Addresses of a pool and family, by state: total, used, free, out_of_range",
-            metrics.pool_addresses.clone(),
+            self.pool_addresses.clone(),
         );
         registry.register(
             "pool_conflicts",
             "Addresses of a pool held by more than one IPAddress",
-            metrics.pool_conflicts.clone(),
+            self.pool_conflicts.clone(),
         );
         registry.register(
             "pool_overlaps",
             "Other pools sharing this pool's address space whose ranges intersect it",
-            metrics.pool_overlaps.clone(),
+            self.pool_overlaps.clone(),
         );
         registry.register(
             "pool_unclaimed_addresses",
             "IPAddress objects in the pool that no claim owns (not allocated by ferro-ipam)",
-            metrics.pool_unclaimed.clone(),
+            self.pool_unclaimed.clone(),
         );
-        registry.register("allocations", "Addresses allocated to claims", metrics.allocations.clone());
-        registry.register("releases", "Addresses released by deleted claims", metrics.releases.clone());
-        registry.register("exhaustions", "Claims that found their pool full", metrics.exhaustions.clone());
+        registry.register("allocations", "Addresses allocated to claims", self.allocations.clone());
+        registry.register("releases", "Addresses released by deleted claims", self.releases.clone());
+        registry.register("exhaustions", "Claims that found their pool full", self.exhaustions.clone());
         registry.register_with_unit(
             "allocation_latency",
             "Time from a claim first seen to its IPAddress written",
             prometheus_client::registry::Unit::Seconds,
-            metrics.allocation_latency.clone(),
+            self.allocation_latency.clone(),
         );
-        registry.register("reconciles", "Reconciles run, per controller", metrics.reconciles.clone());
+    }
+
+    /// How the controllers fare: reconciles, errors, the queue, leadership, misconfigurations.
+    fn register_controllers(&self, registry: &mut Registry) {
+        registry.register("reconciles", "Reconciles run, per controller", self.reconciles.clone());
         registry.register(
             "reconcile_errors",
             "Reconciles that failed, per controller and error kind",
-            metrics.reconcile_errors.clone(),
+            self.reconcile_errors.clone(),
         );
         registry.register_with_unit(
             "reconcile_duration",
             "Duration of reconciles, per controller",
             prometheus_client::registry::Unit::Seconds,
-            metrics.reconcile_duration.clone(),
+            self.reconcile_duration.clone(),
         );
         registry.register(
             "reconciles_in_flight",
             "Reconciles running now, per controller (the work queue being worked)",
-            metrics.reconciles_in_flight.clone(),
+            self.reconciles_in_flight.clone(),
         );
         registry.register(
             "claims_waiting",
             "Claims waiting for their pool (full, missing, paused or invalid)",
-            metrics.claims_waiting.clone(),
+            self.claims_waiting.clone(),
         );
         registry.register(
             "leader",
             "1 while this replica holds the leader lease (or runs without leader election)",
-            metrics.leader.clone(),
+            self.leader.clone(),
         );
         // Every problem has a series from the start: an alert can compare it with 0.
         for problem in crate::misconfig::Problem::ALL {
-            metrics.misconfigured.get_or_create(&ProblemLabels { problem }).set(0);
+            self.misconfigured.get_or_create(&ProblemLabels { problem }).set(0);
         }
         registry.register(
             "misconfigured",
             "Objects that a misconfiguration of this problem makes unusable (0: none)",
-            metrics.misconfigured.clone(),
+            self.misconfigured.clone(),
         );
-        Metrics { registry: root, ..metrics }
     }
 
     /// The Prometheus text exposition of every metric.

@@ -13,7 +13,7 @@ use kube::api::Api;
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::controller::error::describe;
+use crate::client::api_errors::describe;
 use crate::misconfig::{Misconfig, Problem};
 use crate::run::lease::{Observer, Verdict};
 

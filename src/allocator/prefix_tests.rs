@@ -2,8 +2,8 @@ use std::net::IpAddr;
 
 use proptest::prelude::*;
 
-use super::super::{AllocateError, FamilyPool, Marked, NotInPool, SpecError};
 use super::*;
+use crate::allocator::{AllocateError, FamilyPool, Marked, NotInPool, SpecError};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()

@@ -1,8 +1,8 @@
 //! Validation (the in-cluster webhook's rules) and the allocatable set (the in-cluster
 //! provider's `PoolSpecToIPSet` cases, with its counts).
 
-use super::super::test_support::{allocatable, def, ip};
 use super::*;
+use crate::allocator::test_support::{allocatable, def, ip};
 
 fn addresses(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|s| ip(s)).collect()

@@ -6,7 +6,9 @@
 use kube::core::{ApiResource, GroupVersionKind, Object};
 use serde::{Deserialize, Serialize};
 
-use super::keys::{CLUSTER_GROUP, IPAM_GROUP};
+use kube::ResourceExt;
+
+use super::keys::{CLUSTER_GROUP, CLUSTER_NAME_LABEL, IPAM_GROUP, PAUSED_ANNOTATION};
 
 /// The CAPI API version the claims, addresses and clusters are served at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -154,6 +156,21 @@ pub struct ApiEndpoint {
 pub type IPAddressClaim = Object<ClaimSpec, ClaimStatus>;
 pub type IPAddress = Object<AddressSpec, NoStatus>;
 pub type Cluster = Object<ClusterSpec, serde_json::Value>;
+
+/// Whether a Cluster is paused, by `spec.paused` or the annotation.
+pub fn cluster_is_paused(cluster: &Cluster) -> bool {
+    cluster.spec.paused.unwrap_or(false) || cluster.annotations().contains_key(PAUSED_ANNOTATION)
+}
+
+/// The Cluster a claim belongs to: `spec.clusterName`, else the cluster-name label.
+pub fn cluster_name(claim: &IPAddressClaim) -> Option<String> {
+    claim
+        .spec
+        .cluster_name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| claim.labels().get(CLUSTER_NAME_LABEL).cloned().filter(|n| !n.is_empty()))
+}
 
 #[cfg(test)]
 mod tests {

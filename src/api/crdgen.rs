@@ -26,7 +26,7 @@ mod v1alpha1 {
         root = "InClusterIPPoolV1Alpha1",
         namespaced,
         category = "cluster-api",
-        status = "super::super::pool::IPPoolStatus"
+        status = "crate::api::pool::IPPoolStatus"
     )]
     #[serde(rename_all = "camelCase")]
     pub struct Spec {

@@ -1,9 +1,11 @@
 //! The Kubernetes client every part of the process shares, with its guard: writes fenced by the
 //! leader lease, every non-watch request bounded in time, and the server's clock observed.
 
+pub mod api_errors;
 mod clock;
 mod fence;
 mod guard;
+mod ratelimit;
 
 use std::time::Duration;
 
@@ -16,8 +18,8 @@ pub use clock::ServerClock;
 pub use fence::{Fence, Fenced};
 use guard::GuardLayer;
 
-use crate::run::ratelimit::RateLimitLayer;
 pub use guard::Timeouts;
+use ratelimit::RateLimitLayer;
 
 /// How long opening a connection to the API server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

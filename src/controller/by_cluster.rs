@@ -10,7 +10,7 @@ use kube::runtime::watcher::Event;
 
 use crate::api::capi::IPAddressClaim;
 
-use super::claim::cluster_name;
+use crate::api::capi::cluster_name;
 
 /// (namespace, name) of a claim or a Cluster.
 type Named = (String, String);

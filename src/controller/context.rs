@@ -51,8 +51,8 @@ impl Context {
         seen.entry(holder.clone()).or_insert_with(std::time::Instant::now);
     }
 
-    /// The time since a claim was first seen, forgetting it.
-    pub fn served(&self, holder: &HolderKey) -> Option<std::time::Duration> {
+    /// How long a claim has waited since it was first seen, forgetting it.
+    pub fn waited(&self, holder: &HolderKey) -> Option<std::time::Duration> {
         let mut seen = self.first_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         seen.remove(holder).map(|since| since.elapsed())
     }

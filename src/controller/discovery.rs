@@ -17,7 +17,7 @@ const DISCOVERY: &str = "API discovery of the Cluster API groups";
 
 /// The versions ferro-ipam talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Served {
+pub struct CapiVersions {
     /// Of `IPAddressClaim` and `IPAddress`.
     pub ipam: CapiVersion,
     /// Of `Cluster`; None when CAPI's core CRDs are not installed.
@@ -35,18 +35,18 @@ fn versions_serving(group: &kube::discovery::ApiGroup, kind: &str) -> Vec<String
 /// Asks the API server which versions of CAPI's types it serves, until it answers (or `stop`
 /// resolves: then None). Each failure is retried with a backoff of up to 10 s, and reported as
 /// a misconfiguration (ERROR, metric, not ready): until discovery answers, nothing is served.
-pub(crate) async fn served_eventually(
+pub(crate) async fn versions_eventually(
     client: &Client,
     misconfig: &Misconfig,
     stop: impl std::future::Future<Output = ()>,
-) -> Option<Served> {
+) -> Option<CapiVersions> {
     let mut stop = std::pin::pin!(stop);
     let mut delay = Duration::from_millis(500);
     loop {
-        match served(client).await {
-            Ok(served) => {
+        match versions(client).await {
+            Ok(versions) => {
                 misconfig.resolved(DISCOVERY);
-                return Some(served);
+                return Some(versions);
             }
             Err(error) => misconfig.report(discovery_problem(&error), DISCOVERY, "get", &message(&error)),
         }
@@ -68,7 +68,7 @@ fn message(error: &anyhow::Error) -> String {
 }
 
 /// Asks the API server which versions of CAPI's types it serves.
-pub async fn served(client: &Client) -> anyhow::Result<Served> {
+pub async fn versions(client: &Client) -> anyhow::Result<CapiVersions> {
     let ipam = discovery::group(client, IPAM_GROUP)
         .await
         .with_context(|| format!("discovering API group {IPAM_GROUP}: are Cluster API's CRDs installed?"))?;
@@ -89,5 +89,5 @@ pub async fn served(client: &Client) -> anyhow::Result<Served> {
         Err(error) => return Err(anyhow::Error::new(error).context(format!("discovering API group {CLUSTER_GROUP}"))),
     };
     info!(ipam = ipam_version.as_str(), cluster = cluster.map(CapiVersion::as_str), "discovered Cluster API versions");
-    Ok(Served { ipam: ipam_version, cluster })
+    Ok(CapiVersions { ipam: ipam_version, cluster })
 }

@@ -20,7 +20,7 @@ use super::keys::PoolKey;
 use super::registry::Registry;
 use super::spec::PoolSpec;
 
-mod reading;
+mod memories;
 
 use super::keys::HolderKey;
 
@@ -404,13 +404,13 @@ impl PoolEntry {
     }
 
     /// Makes `ip`, which the claim's `IPAddress` records, the claim's address: only if nobody
-    /// else holds it, here or in an overlapping pool, and, unless `served` (the claim's status
+    /// else holds it, here or in an overlapping pool, and, unless `bound` (the claim's status
     /// already names that `IPAddress`: it was served before, perhaps from a pool since shrunk),
     /// the pool may hand it out (in range, not the gateway, not reserved or excluded). A refused
     /// address stays held by the object, so it is never handed to another claim.
-    pub fn adopt(&mut self, holder: &HolderKey, ip: IpAddr, served: bool) -> Result<(), AllocError> {
+    pub fn adopt(&mut self, holder: &HolderKey, ip: IpAddr, bound: bool) -> Result<(), AllocError> {
         let conflict = self.held_by_others(holder, ip).or_else(|| {
-            if served {
+            if bound {
                 return None;
             }
             let PoolState::Ready { allocators: pools, .. } = &self.state else {

@@ -48,13 +48,10 @@ pub struct PoolFacts {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
-/// A pool's entry, behind the lock each allocation takes.
-type Slot = PoolEntry;
-
 /// The shared index. Cheap to clone.
 #[derive(Clone)]
 pub struct Index {
-    pools: Arc<RwLock<HashMap<PoolKey, Arc<Mutex<Slot>>>>>,
+    pools: Arc<RwLock<HashMap<PoolKey, Arc<Mutex<PoolEntry>>>>>,
     /// How long a released claim's address is remembered for a claim of the same name (zero: not
     /// at all). A memory reserves nothing.
     sticky: SignedDuration,
@@ -72,7 +69,7 @@ pub struct Index {
 /// Where the index reads the time.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
-fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+fn lock(slot: &Mutex<PoolEntry>) -> MutexGuard<'_, PoolEntry> {
     // A panic while holding the lock cannot leave a pool half-updated in a way that matters more
     // than stopping every allocation would, so carry on with the data as it is.
     slot.lock().unwrap_or_else(PoisonError::into_inner)
@@ -103,7 +100,7 @@ impl Index {
         (index, receiver)
     }
 
-    fn slot(&self, key: &PoolKey) -> Arc<Mutex<Slot>> {
+    fn slot(&self, key: &PoolKey) -> Arc<Mutex<PoolEntry>> {
         if let Some(slot) = self.pools.read().unwrap_or_else(PoisonError::into_inner).get(key) {
             return slot.clone();
         }
@@ -114,7 +111,7 @@ impl Index {
             .clone()
     }
 
-    fn existing_slot(&self, key: &PoolKey) -> Option<Arc<Mutex<Slot>>> {
+    fn existing_slot(&self, key: &PoolKey) -> Option<Arc<Mutex<PoolEntry>>> {
         self.pools.read().unwrap_or_else(PoisonError::into_inner).get(key).cloned()
     }
 
@@ -124,7 +121,7 @@ impl Index {
         let _ = self.triggers.send(trigger);
     }
 
-    fn wake_waiting(&self, slot: &mut Slot) {
+    fn wake_waiting(&self, slot: &mut PoolEntry) {
         for holder in slot.take_waiting() {
             self.trigger(Trigger::Claim(holder));
         }
@@ -257,7 +254,7 @@ impl Index {
 
     /// Every known pool carrying `label`, with all its labels.
     pub fn pools_labelled(&self, label: &str) -> Vec<(PoolKey, BTreeMap<String, String>)> {
-        let slots: Vec<(PoolKey, Arc<Mutex<Slot>>)> = self
+        let slots: Vec<(PoolKey, Arc<Mutex<PoolEntry>>)> = self
             .pools
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -336,18 +333,18 @@ impl Index {
     }
 
     /// Makes the address the claim's `IPAddress` records the claim's, if nobody else holds it
-    /// and (unless the claim was `served` it before) the pool may hand it out (see
-    /// [`PoolEntry::adopt`]).
-    pub fn adopt(&self, pool: &PoolKey, holder: &HolderKey, ip: IpAddr, served: bool) -> Result<(), AllocError> {
+    /// and (unless the claim is `bound` to it: its status names the `IPAddress`) the pool may
+    /// hand it out (see [`PoolEntry::adopt`]).
+    pub fn adopt(&self, pool: &PoolKey, holder: &HolderKey, ip: IpAddr, bound: bool) -> Result<(), AllocError> {
         let slot = self.slot(pool);
         let mut slot = lock(&slot);
-        let result = slot.adopt(holder, ip, served);
+        let result = slot.adopt(holder, ip, bound);
         self.wake_conflicting(&mut slot);
         result
     }
 
     /// Triggers the claims whose address gained or lost another holder.
-    fn wake_conflicting(&self, slot: &mut Slot) {
+    fn wake_conflicting(&self, slot: &mut PoolEntry) {
         for holder in slot.take_woken() {
             self.trigger(Trigger::Claim(holder));
         }

@@ -7,9 +7,10 @@ use std::net::IpAddr;
 
 use kube::ResourceExt;
 
+use crate::api::capi::cluster_name;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
-use crate::controller::claim::{ClusterState, Gate, Target, belongs_to, cluster_name, gate, reason_of, request_of};
+use crate::controller::claim::{ClusterState, Gate, Target, belongs_to, gate, reason_of, request_of};
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::selection::Purpose;
 
@@ -91,8 +92,8 @@ fn adopt(index: &Index, claim: &IPAddressClaim, address: &IPAddress, key: &PoolK
             format!("IPAddress {holder} records {:?}, which is not an IP address", address.spec.address),
         );
     };
-    let served = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
-    match index.adopt(key, holder, ip, served) {
+    let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
+    match index.adopt(key, holder, ip, bound) {
         Ok(()) => Decision::Adopt { pool: key.clone(), claim: holder.to_string(), ip },
         Err(error) => refuse(
             Some(ip.to_string()),
@@ -151,7 +152,7 @@ fn decide_one(
         }
         None => ClusterState::Unnamed,
     };
-    if let Gate::Hold(why) = gate(claim, &cluster, facts.as_ref()) {
+    if let Gate::Wait(why) = gate(claim, &cluster, facts.as_ref()) {
         return wait(&holder, known.as_ref(), HELD, why);
     }
     if claim.metadata.deletion_timestamp.is_some() {

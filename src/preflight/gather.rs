@@ -162,7 +162,7 @@ async fn prefix_pools(client: &Client, unreadable: &mut Vec<Unreadable>) -> anyh
 
 /// Reads pools, addresses, claims, Clusters and prefix pools, in all namespaces.
 pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
-    let served = discovery::served(client).await?;
+    let served = discovery::versions(client).await?;
     let mut unreadable = Vec::new();
     let pool = ApiResource::erase::<InClusterIPPool>(&());
     let global = ApiResource::erase::<GlobalInClusterIPPool>(&());

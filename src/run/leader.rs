@@ -32,7 +32,7 @@ use tracing::{debug, info, warn};
 
 use super::lease::{Observer, Verdict, claimed, released};
 use crate::client::Fence;
-use crate::controller::error::describe;
+use crate::client::api_errors::describe;
 use crate::health::Health;
 use crate::misconfig::{Misconfig, Problem, lease_problem};
 
@@ -167,30 +167,11 @@ impl Elector {
                     let until = sent + self.settings.renew_deadline;
                     self.fence.open_until(until);
                     deadline = Some(until);
-                    match self.state() {
-                        Leadership::Leading(_) => {}
-                        Leadership::Suspended(term) if renewed => {
-                            info!(
-                                lease = %self.settings.name,
-                                term,
-                                "became the leader again: the lease still names this replica, so its term resumes with its index"
-                            );
-                            self.tx.send_replace(Leadership::Leading(term));
-                        }
-                        _ => {
-                            self.terms += 1;
-                            info!(identity = %self.settings.identity, "acquired the leader lease");
-                            self.tx.send_replace(Leadership::Leading(self.terms));
-                        }
-                    }
+                    self.lead(renewed);
                 }
                 Ok(Ok(Attempt::Standing(verdict))) => {
                     if self.leads() {
-                        let holder = match &verdict {
-                            Verdict::HeldBy { holder, .. } => holder.clone(),
-                            _ => "another replica".to_owned(),
-                        };
-                        self.step_down(&format!("the lease is now held by {holder}"));
+                        self.step_down(&format!("the lease is now held by {}", verdict.holder()));
                         deadline = None;
                     }
                 }
@@ -221,6 +202,27 @@ impl Elector {
             self.fence.close();
             self.tx.send_replace(Leadership::Standby);
             self.release().await;
+        }
+    }
+
+    /// The lease is held (`renewed`: it was already ours): a suspended term resumes, else a new
+    /// term begins unless one is running.
+    fn lead(&mut self, renewed: bool) {
+        match self.state() {
+            Leadership::Leading(_) => {}
+            Leadership::Suspended(term) if renewed => {
+                info!(
+                    lease = %self.settings.name,
+                    term,
+                    "became the leader again: the lease still names this replica, so its term resumes with its index"
+                );
+                self.tx.send_replace(Leadership::Leading(term));
+            }
+            _ => {
+                self.terms += 1;
+                info!(identity = %self.settings.identity, "acquired the leader lease");
+                self.tx.send_replace(Leadership::Leading(self.terms));
+            }
         }
     }
 

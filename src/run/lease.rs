@@ -25,6 +25,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Who holds the lease, as a log line names them.
+    pub fn holder(&self) -> &str {
+        match self {
+            Verdict::HeldBy { holder, .. } => holder,
+            _ => "another replica",
+        }
+    }
+}
+
+impl Verdict {
     pub fn may_take(&self) -> bool {
         !matches!(self, Verdict::HeldBy { .. })
     }

@@ -5,7 +5,6 @@ mod diagnostics;
 mod leader;
 pub(crate) mod lease;
 mod logging;
-pub mod ratelimit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,7 +112,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         info!(%address, "serving health probes");
     }
     // Not ready until discovery has answered.
-    let Some(served) = discovery::served_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await
+    let Some(versions) = discovery::versions_eventually(&client, &misconfig, shutdown.clone().cancelled_owned()).await
     else {
         return Ok(());
     };
@@ -135,7 +134,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let others = if flags.other_provider_check { flags.other_provider_lease.clone() } else { Vec::new() };
     let other = other_provider::watch(&client, &others, flags.leader_elect_retry_period, misconfig.clone());
     let mut other_active = other.active.clone();
-    let controllers = Term { client, served, settings, health, metrics, misconfig: misconfig.clone() };
+    let controllers = Term { client, versions, settings, health, metrics, misconfig: misconfig.clone() };
     if !flags.leader_elect {
         // Without leader election, one term that always leads (but waits for another provider).
         let (_always, mut leading) = tokio::sync::watch::channel(Leadership::Leading(1));
@@ -170,6 +169,20 @@ async fn finish_term(
     }
 }
 
+/// What decides whether this replica serves: its leadership, and other IPAM providers.
+struct Signals<'a> {
+    leading: &'a mut tokio::sync::watch::Receiver<Leadership>,
+    other_active: &'a mut tokio::sync::watch::Receiver<Others>,
+}
+
+/// How a term ended.
+enum TermEnd {
+    /// The controllers returned (shutdown, or an error): the process ends with this.
+    Finished(anyhow::Result<()>),
+    /// The lease went to another replica, or another IPAM provider became active.
+    Lost,
+}
+
 /// Stands by, and runs the controllers of `controllers` for each leadership term while no
 /// other IPAM provider is active, until shutdown. A suspended term (its writes refused) keeps
 /// running; it ends when another replica holds the lease, or another provider becomes active.
@@ -180,62 +193,20 @@ async fn lead(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (health, metrics) = (&controllers.health, &controllers.metrics);
+    let mut signals = Signals { leading, other_active };
     let (client, settings) = (controllers.client.clone(), &controllers.settings);
     let mut marker = PoolMarker::new(client, settings.namespace.clone(), settings.instance.clone());
     loop {
         // Standing by is a healthy, ready state.
         health.set_ready(true);
-        let term = loop {
-            let leading_now = *leading.borrow_and_update();
-            let others = other_active.borrow_and_update().clone();
-            let mut marking = false;
-            match (leading_now, others) {
-                (Leadership::Leading(term), Others::Absent) => {
-                    marker.reset();
-                    break term;
-                }
-                // The Lease holder says so on every pool, and again every round: a pool created
-                // meanwhile, or a status the other provider rewrote.
-                (Leadership::Leading(_), Others::Active { lease, holder }) => {
-                    marking = true;
-                    marker.mark_all(&lease, &holder, controllers.settings.clock.now()).await;
-                }
-                (_, Others::Absent) => marker.reset(),
-                _ => {}
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                changed = leading.changed() => changed.context("the leader election stopped")?,
-                changed = other_active.changed() => changed.context("the other-provider check stopped")?,
-                _ = tokio::time::sleep(MARK_POOLS_EVERY), if marking => {}
-            }
+        let Some(term) = stand_by(controllers, &mut signals, &mut marker, &shutdown).await? else {
+            return Ok(());
         };
         info!(term, "became the leader: building the index, then serving claims");
         health.set_ready(false);
         metrics.leader.set(1);
-        let mut run = std::pin::pin!(finish_term(controllers.run(shutdown.clone().cancelled_owned()), &shutdown));
-        loop {
-            tokio::select! {
-                result = &mut run => return result,
-                changed = other_active.changed() => {
-                    changed.context("the other-provider check stopped")?;
-                    if other_active.borrow_and_update().blocks() {
-                        break;
-                    }
-                }
-                changed = leading.changed() => {
-                    changed.context("the leader election stopped")?;
-                    match *leading.borrow_and_update() {
-                        Leadership::Leading(t) if t == term => {
-                            metrics.leader.set(1);
-                        }
-                        Leadership::Suspended(t) if t == term => {
-                            metrics.leader.set(0);
-                        }
-                        _ => break,
-                    }
-                }
-            }
+        if let TermEnd::Finished(result) = serve(controllers, &mut signals, term, &shutdown).await? {
+            return result;
         }
         // Dropping the term cancels every reconcile in flight; the fence already refuses
         // their writes.
@@ -246,5 +217,70 @@ async fn lead(
             term,
             "standing by: the term ended (the lease was lost or another IPAM provider is active), its index is dropped"
         );
+    }
+}
+
+/// Waits until this replica leads and no other provider is active: returns the term, or None
+/// at shutdown. While it leads but another provider is active, it marks the pools.
+async fn stand_by(
+    controllers: &Term,
+    signals: &mut Signals<'_>,
+    marker: &mut PoolMarker,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<u64>> {
+    loop {
+        let leading = *signals.leading.borrow_and_update();
+        let others = signals.other_active.borrow_and_update().clone();
+        let mut marking = false;
+        match (leading, others) {
+            (Leadership::Leading(term), Others::Absent) => {
+                marker.reset();
+                return Ok(Some(term));
+            }
+            // The Lease holder says so on every pool, and again every round: a pool created
+            // meanwhile, or a status the other provider rewrote.
+            (Leadership::Leading(_), Others::Active { lease, holder }) => {
+                marking = true;
+                marker.mark_all(&lease, &holder, controllers.settings.clock.now()).await;
+            }
+            (_, Others::Absent) => marker.reset(),
+            _ => {}
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(None),
+            changed = signals.leading.changed() => changed.context("the leader election stopped")?,
+            changed = signals.other_active.changed() => changed.context("the other-provider check stopped")?,
+            _ = tokio::time::sleep(MARK_POOLS_EVERY), if marking => {}
+        }
+    }
+}
+
+/// Runs the controllers for `term` until they return or the term is lost.
+async fn serve(
+    controllers: &Term,
+    signals: &mut Signals<'_>,
+    term: u64,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<TermEnd> {
+    let metrics = &controllers.metrics;
+    let mut run = std::pin::pin!(finish_term(controllers.run(shutdown.clone().cancelled_owned()), shutdown));
+    loop {
+        tokio::select! {
+            result = &mut run => return Ok(TermEnd::Finished(result)),
+            changed = signals.other_active.changed() => {
+                changed.context("the other-provider check stopped")?;
+                if signals.other_active.borrow_and_update().blocks() {
+                    return Ok(TermEnd::Lost);
+                }
+            }
+            changed = signals.leading.changed() => {
+                changed.context("the leader election stopped")?;
+                match *signals.leading.borrow_and_update() {
+                    Leadership::Leading(t) if t == term => metrics.leader.set(1),
+                    Leadership::Suspended(t) if t == term => metrics.leader.set(0),
+                    _ => return Ok(TermEnd::Lost),
+                };
+            }
+        }
     }
 }

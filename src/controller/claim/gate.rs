@@ -2,8 +2,8 @@
 
 use kube::ResourceExt;
 
-use crate::api::capi::{Cluster, IPAddressClaim};
-use crate::api::keys::{CLUSTER_NAME_LABEL, PAUSED_ANNOTATION};
+use crate::api::capi::{Cluster, IPAddressClaim, cluster_is_paused};
+use crate::api::keys::PAUSED_ANNOTATION;
 use crate::index::PoolFacts;
 
 /// What is known of the claim's Cluster.
@@ -27,28 +27,13 @@ impl ClusterState {
     }
 }
 
-/// Whether a Cluster is paused, by `spec.paused` or the annotation.
-pub fn cluster_is_paused(cluster: &Cluster) -> bool {
-    cluster.spec.paused.unwrap_or(false) || cluster.annotations().contains_key(PAUSED_ANNOTATION)
-}
-
-/// The Cluster a claim belongs to: `spec.clusterName`, else the cluster-name label.
-pub fn cluster_name(claim: &IPAddressClaim) -> Option<String> {
-    claim
-        .spec
-        .cluster_name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or_else(|| claim.labels().get(CLUSTER_NAME_LABEL).cloned().filter(|n| !n.is_empty()))
-}
-
 /// The verdict of the gate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Gate {
     /// Go on.
     Proceed,
     /// Leave the claim alone until something changes; the reason is logged, not written.
-    Hold(String),
+    Wait(String),
 }
 
 /// Decides whether to work on a claim: paused claims, paused pools, paused Clusters and missing
@@ -57,14 +42,14 @@ pub enum Gate {
 pub fn gate(claim: &IPAddressClaim, cluster: &ClusterState, pool: Option<&PoolFacts>) -> Gate {
     let deleting = claim.metadata.deletion_timestamp.is_some();
     if claim.annotations().contains_key(PAUSED_ANNOTATION) {
-        return Gate::Hold("the claim is paused".into());
+        return Gate::Wait("the claim is paused".into());
     }
     if pool.is_some_and(|p| p.paused) {
-        return Gate::Hold("its pool is paused".into());
+        return Gate::Wait("its pool is paused".into());
     }
     match cluster {
-        ClusterState::Found { name, paused: true } => Gate::Hold(format!("Cluster {name} is paused")),
-        ClusterState::Missing(name) if !deleting => Gate::Hold(format!("Cluster {name} does not exist")),
+        ClusterState::Found { name, paused: true } => Gate::Wait(format!("Cluster {name} is paused")),
+        ClusterState::Missing(name) if !deleting => Gate::Wait(format!("Cluster {name} does not exist")),
         _ => Gate::Proceed,
     }
 }
@@ -72,6 +57,8 @@ pub fn gate(claim: &IPAddressClaim, cluster: &ClusterState, pool: Option<&PoolFa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::capi::cluster_name;
+    use crate::api::keys::CLUSTER_NAME_LABEL;
     use crate::controller::claim::fixtures::{claim, cluster};
 
     #[test]
@@ -89,12 +76,12 @@ mod tests {
         let mut paused = cluster("wl");
         paused.spec.paused = Some(true);
         let state = ClusterState::of(Some("wl".into()), Some(&paused));
-        assert!(matches!(gate(&claim("c", "p"), &state, None), Gate::Hold(_)));
+        assert!(matches!(gate(&claim("c", "p"), &state, None), Gate::Wait(_)));
 
         let mut annotated = cluster("wl");
         annotated.annotations_mut().insert(PAUSED_ANNOTATION.into(), String::new());
         let state = ClusterState::of(Some("wl".into()), Some(&annotated));
-        assert!(matches!(gate(&claim("c", "p"), &state, None), Gate::Hold(_)));
+        assert!(matches!(gate(&claim("c", "p"), &state, None), Gate::Wait(_)));
 
         let running = ClusterState::of(Some("wl".into()), Some(&cluster("wl")));
         assert_eq!(gate(&claim("c", "p"), &running, None), Gate::Proceed);
@@ -104,7 +91,7 @@ mod tests {
     fn missing_cluster_holds_allocation_but_not_release() {
         let state = ClusterState::Missing("gone".into());
         let mut c = claim("c", "p");
-        assert!(matches!(gate(&c, &state, None), Gate::Hold(_)));
+        assert!(matches!(gate(&c, &state, None), Gate::Wait(_)));
         c.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         assert_eq!(gate(&c, &state, None), Gate::Proceed);
@@ -114,8 +101,8 @@ mod tests {
     fn paused_claim_or_pool_holds_the_claim() {
         let mut c = claim("c", "p");
         c.annotations_mut().insert(PAUSED_ANNOTATION.into(), String::new());
-        assert!(matches!(gate(&c, &ClusterState::Unnamed, None), Gate::Hold(_)));
+        assert!(matches!(gate(&c, &ClusterState::Unnamed, None), Gate::Wait(_)));
         let pool = PoolFacts { paused: true, ..PoolFacts::default() };
-        assert!(matches!(gate(&claim("c", "p"), &ClusterState::Unnamed, Some(&pool)), Gate::Hold(_)));
+        assert!(matches!(gate(&claim("c", "p"), &ClusterState::Unnamed, Some(&pool)), Gate::Wait(_)));
     }
 }

@@ -13,11 +13,12 @@ use crate::api::conditions::ClaimReason;
 use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolSpec};
 use crate::metrics::PoolLabels;
 
-use super::super::context::Context;
 use super::address::PoolSide;
-use super::gate::{ClusterState, cluster_name};
+use super::gate::ClusterState;
 use super::purpose::{self, Target};
 use super::{Failure, request};
+use crate::api::capi::cluster_name;
+use crate::controller::context::Context;
 
 /// One claim and what every step reads of it.
 pub struct Loaded {

@@ -39,7 +39,7 @@ use super::error::{Error, Result, status_code};
 use super::finalizers;
 
 pub use address::belongs_to;
-pub use gate::{ClusterState, Gate, cluster_is_paused, cluster_name, gate};
+pub use gate::{ClusterState, Gate, gate};
 use loaded::{Loaded, Serving};
 use purpose::Choice;
 pub use purpose::Target;
@@ -61,7 +61,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
     }
     ctx.index.wait_ready().await;
     let loaded = Loaded::load(claim, holder, target, &ctx);
-    if let Gate::Hold(why) = gate::gate(&loaded.claim, &loaded.cluster_state(&ctx), loaded.pool_facts(&ctx).as_ref()) {
+    if let Gate::Wait(why) = gate::gate(&loaded.claim, &loaded.cluster_state(&ctx), loaded.pool_facts(&ctx).as_ref()) {
         debug!(claim = %loaded.holder, %why, "leaving the claim alone for now");
         match &loaded.pool {
             Some(key) => ctx.index.wait_for_pool(key, &loaded.holder),
@@ -92,7 +92,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
             }
             (Readiness::failed(reason, message), None, Action::requeue(RECHECK))
         }
-        Err(Failure::Short { message, event_reason }) => {
+        Err(Failure::PurposeExhausted { message, event_reason }) => {
             let readiness = Readiness::failed(ClaimReason::PoolExhausted, message).with_event(event_reason);
             (readiness, None, Action::requeue(RECHECK))
         }
@@ -146,7 +146,7 @@ enum Failure {
     NotReady(ClaimReason, String),
     /// No labelled pool of a purpose claim has room: `PoolExhausted`, and an Event of this
     /// reason on the claim and its Cluster.
-    Short { message: String, event_reason: &'static str },
+    PurposeExhausted { message: String, event_reason: &'static str },
     /// The API server failed a request.
     Api(Error),
 }
@@ -190,7 +190,7 @@ async fn create_address(loaded: &Loaded, pool: &Serving, ip: IpAddr, ctx: &Conte
     match ctx.address_api(&holder.namespace).create(&super::create_params(), &desired).await {
         Ok(_) => {
             ctx.metrics.allocations.get_or_create(&PoolLabels::of(&pool.key)).inc();
-            if let Some(latency) = ctx.served(holder) {
+            if let Some(latency) = ctx.waited(holder) {
                 ctx.metrics.allocation_latency.observe(latency.as_secs_f64());
             }
             info!(claim = %holder, %ip, pool = %pool.key, %sent, "allocated");
@@ -236,8 +236,8 @@ async fn keep(
     })?;
     // The claim takes over the object's hold, so the address stays reserved whatever happens
     // to the object; unless someone else holds it, or the pool may not hand it out.
-    let served = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
-    ctx.index.adopt(&pool.key, holder, ip, served).map_err(|e| not_ready(e, &pool.key))?;
+    let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
+    ctx.index.adopt(&pool.key, holder, ip, bound).map_err(|e| not_ready(e, &pool.key))?;
     if existing.metadata.deletion_timestamp.is_some() {
         // Deleted by hand while the claim lives: let it go, then recreate it with the same address.
         if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
@@ -284,7 +284,7 @@ async fn release(loaded: &Loaded, deleted_at: Timestamp, ctx: &Context) -> Resul
         }
         info!(claim = %holder, address = %existing.spec.address, "released");
     }
-    ctx.served(holder);
+    ctx.waited(holder);
     match pool_key {
         Some(key) => ctx.index.release_claim(key, holder),
         // A purpose claim that never got a pool may still wait for one.

@@ -10,10 +10,10 @@ use crate::api::conditions::ClaimReason;
 use crate::index::{HolderKey, PoolKey};
 use crate::selection::{self, Candidates, Purpose};
 
-use super::super::context::Context;
-use super::super::provider::provider_kind;
 use super::Failure;
 use super::loaded::{Loaded, Serving};
+use crate::controller::context::Context;
+use crate::controller::provider::provider_kind;
 
 /// Where a claim's address comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,7 +128,7 @@ pub async fn choose(ctx: &Context, purpose: Purpose, loaded: &Loaded) -> Result<
     let other = candidates(ctx, purpose.other(), claim, cluster).await.0;
     let other_order = other.order();
     let other_short = !other_order.is_empty() && !other_order.iter().any(|p| ctx.index.has_room(p));
-    Err(Failure::Short {
+    Err(Failure::PurposeExhausted {
         message: selection::exhausted_message(purpose, &found, &tried),
         event_reason: purpose.exhausted_reason(other_short),
     })

@@ -23,10 +23,10 @@ use crate::api::keys::{
     VIPS_LABEL, WATCH_FILTER_LABEL,
 };
 
-use super::claim::cluster_is_paused;
 use super::context::Context;
 use super::error::{Error, Result, status_code};
 use super::finalizers;
+use crate::api::capi::cluster_is_paused;
 use plan::{Observed, Step};
 
 /// How soon a Cluster whose VIP claim is being served or released is looked at again.

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::api::keys::{CONTROL_PLANE_VIP_FINALIZER, CONTROL_PLANE_VIP_LABEL};
 
-use super::super::claim::cluster_is_paused;
+use crate::api::capi::cluster_is_paused;
 
 /// The port written beside the VIP unless the opt-in label names another.
 pub const DEFAULT_PORT: i32 = 6443;

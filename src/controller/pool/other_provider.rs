@@ -107,7 +107,7 @@ impl PoolMarker {
         let patch =
             json!({ "metadata": { "resourceVersion": pool.resource_version() }, "status": { "conditions": [ready] } });
         let api = K::api(self.client.clone(), pool.namespace().as_deref());
-        match api.patch_status(&pool.name_any(), &super::super::write_params(), &Patch::Merge(&patch)).await {
+        match api.patch_status(&pool.name_any(), &crate::controller::write_params(), &Patch::Merge(&patch)).await {
             Ok(_) => true,
             // Changed meanwhile: the next round marks it.
             Err(error) if status_code(&error) == Some(409) => {

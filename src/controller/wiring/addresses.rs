@@ -10,11 +10,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::api::capi::IPAddress;
 use crate::index::Index;
 
-use super::super::address_cache::AddressCache;
-use super::super::feed::AddressFeed;
-use super::super::watches::{WatchBackoff, relisting, watched};
 use super::Term;
 use super::support::{drain, lean_object};
+use crate::controller::address_cache::AddressCache;
+use crate::controller::feed::AddressFeed;
+use crate::controller::watches::{WatchBackoff, relisting, watched};
 
 /// The cache of every `IPAddress`, and the watch that fills it and the index. `listed` runs at
 /// the end of the first listing.
@@ -23,7 +23,7 @@ pub fn watch(
     index: &Index,
     listed: Box<dyn FnOnce() + Send>,
 ) -> (AddressCache, impl Future<Output = ()> + Send + use<>) {
-    let resource = term.served.ipam.address_resource();
+    let resource = term.versions.ipam.address_resource();
     let (cache, mut writer) = AddressCache::new();
     let mut feed = AddressFeed::new(index.clone(), listed);
     let api: Api<IPAddress> = term.settings.scoped(&term.client, &resource);

@@ -15,13 +15,13 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::api::capi::IPAddressClaim;
 
-use super::super::by_cluster::ClaimsByCluster;
-use super::super::claim;
-use super::super::context::Context;
-use super::super::triggers::{self, Wake};
-use super::super::watches::{NoExtraBackoff, WatchBackoff, watched};
 use super::Term;
 use super::support::{drain, error_policy, instrumented, lean_object, store_with};
+use crate::controller::by_cluster::ClaimsByCluster;
+use crate::controller::claim;
+use crate::controller::context::Context;
+use crate::controller::triggers::{self, Wake};
+use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
 
 /// The claim watch, and what the other parts take from it before the controller starts.
 pub struct ClaimWatch {
@@ -40,7 +40,7 @@ pub struct ClaimWatch {
 
 impl ClaimWatch {
     pub fn new(term: &Term) -> ClaimWatch {
-        let resource = term.served.ipam.claim_resource();
+        let resource = term.versions.ipam.claim_resource();
         let api: Api<IPAddressClaim> = term.settings.scoped(&term.client, &resource);
         let (store, writer) = store_with(resource.clone());
         let by_cluster = ClaimsByCluster::default();

@@ -16,13 +16,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::api::CapiVersion;
 use crate::api::capi::{Cluster, IPAddressClaim};
 
-use super::super::cluster_vip;
-use super::super::context::Context;
-use super::super::triggers::{self, Wake};
-use super::super::watches::{NoExtraBackoff, WatchBackoff, watched};
 use super::Term;
 use super::claims::ClaimWatch;
 use super::support::{drain, error_policy, instrumented, lean_object, store_with};
+use crate::controller::cluster_vip;
+use crate::controller::context::Context;
+use crate::controller::triggers::{self, Wake};
+use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
 
 /// The Cluster watch, before its controller starts.
 pub struct ClusterWatch {

@@ -27,7 +27,7 @@ use crate::misconfig::Misconfig;
 
 use super::address_cache::AddressCache;
 use super::context::Context;
-use super::discovery::Served;
+use super::discovery::CapiVersions;
 use super::pool;
 
 pub use settings::{Listing, Settings};
@@ -48,7 +48,7 @@ const LISTINGS: usize = 5;
 /// What the controllers of a term run with.
 pub struct Term {
     pub client: Client,
-    pub served: Served,
+    pub versions: CapiVersions,
     pub settings: Settings,
     pub health: Health,
     pub metrics: Arc<Metrics>,
@@ -66,7 +66,7 @@ impl Term {
 
         let (addresses, address_watch) = addresses::watch(self, &index, listed());
         let claims = claims::ClaimWatch::new(self);
-        let clusters = self.served.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
+        let clusters = self.versions.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
         let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
         let (routes, router) = router::route(index_triggers, claims.sender.clone(), claims.resource.clone());
 
@@ -106,9 +106,9 @@ impl Term {
         Context {
             client: self.client.clone(),
             index: index.clone(),
-            capi: self.served.ipam,
+            capi: self.versions.ipam,
             claim_resource: claims.resource.clone(),
-            address_resource: self.served.ipam.address_resource(),
+            address_resource: self.versions.ipam.address_resource(),
             addresses,
             claims: claims.store.clone(),
             clusters: clusters.map(|c| c.store.clone()),

@@ -13,13 +13,13 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::index::Index;
 
-use super::super::context::Context;
-use super::super::feed::PoolFeed;
-use super::super::pool::{self, PoolObject};
-use super::super::triggers::{self, Wake};
-use super::super::watches::{NoExtraBackoff, WatchBackoff, watched};
 use super::Term;
 use super::support::{drain, error_policy, instrumented, lean};
+use crate::controller::context::Context;
+use crate::controller::feed::PoolFeed;
+use crate::controller::pool::{self, PoolObject};
+use crate::controller::triggers::{self, Wake};
+use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
 
 /// What every pool controller of a term shares.
 pub struct PoolControllers<'a, S> {

@@ -10,7 +10,7 @@ use kube::runtime::watcher;
 
 use crate::api::keys::WATCH_FILTER_LABEL;
 
-use super::super::triggers;
+use crate::controller::triggers;
 
 /// How the controllers are scoped and tuned.
 #[derive(Clone, Debug, Default)]

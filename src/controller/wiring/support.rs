@@ -15,8 +15,8 @@ use tracing::{Instrument, debug, warn};
 use crate::index::Index;
 use crate::metrics::ControllerLabels;
 
-use super::super::context::Context;
-use super::super::error::Error;
+use crate::controller::context::Context;
+use crate::controller::error::Error;
 
 /// A store of a dynamically typed resource, and its writer.
 pub fn store_with<K>(resource: ApiResource) -> (reflector::Store<K>, reflector::store::Writer<K>)
@@ -100,7 +100,7 @@ where
         Ok(_) => misconfig.resolved(&object),
         Err(error) => {
             if let (Some(problem), Error::Kube { action, source }) = (error.problem(), error) {
-                misconfig.report(problem, &object, action, &super::super::error::describe(source));
+                misconfig.report(problem, &object, action, &crate::client::api_errors::describe(source));
             }
         }
     }

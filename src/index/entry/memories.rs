@@ -1,4 +1,5 @@
-//! A pool entry's memories and overlaps, and what the status reads off it.
+//! A pool entry's memories (sticky addresses, addresses skipped for overlapping pools), and
+//! what the status reads off it.
 
 use std::net::IpAddr;
 
