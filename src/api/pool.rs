@@ -99,6 +99,12 @@ pub struct IPPoolSpec {
     /// name ending in `-ipv4`/`-ipv6`); otherwise it gets the family of `addresses`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dual_stack: Option<SecondFamily>,
+
+    /// Which free address the pool hands out next: `Lowest` (the default), `LeastRecentlyReleased`
+    /// (addresses not released lately first, then the one released longest ago, so a just-freed
+    /// address is reused last) or `Random`. Requested and sticky addresses are not affected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_strategy: Option<super::strategy::AllocationStrategy>,
 }
 
 /// The second family of a dual-stack pool. The same rules as the first apply to it.

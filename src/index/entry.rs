@@ -154,11 +154,14 @@ impl PoolEntry {
         let spec_changed = self.state.spec() != Some(spec);
         let facts_changed = self.state.facts() != Some(&facts);
         let outside = if spec_changed {
+            let released = self.released_oldest_first();
             self.state = match spec.allocators() {
                 Ok(allocators) => PoolState::Ready { spec: spec.clone(), facts, allocators },
                 Err(reason) => PoolState::Invalid { spec: spec.clone(), facts, reason },
             };
-            self.carry_holds_over()
+            let outside = self.carry_holds_over();
+            self.recall_releases(released);
+            outside
         } else {
             match &mut self.state {
                 PoolState::Invalid { facts: old, .. } | PoolState::Ready { facts: old, .. } => *old = facts,
@@ -193,6 +196,30 @@ impl PoolEntry {
         match &mut self.state {
             PoolState::Ready { allocators, .. } => Some(allocators),
             _ => None,
+        }
+    }
+
+    /// The free addresses whose release order the allocators remember, released longest ago
+    /// first (`LeastRecentlyReleased` pools only).
+    pub fn released_oldest_first(&self) -> Vec<IpAddr> {
+        match &self.state {
+            PoolState::Ready { allocators, .. } => {
+                allocators.iter().flat_map(FamilyPool::released_oldest_first).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Tells a `LeastRecentlyReleased` pool's allocators that these free addresses were
+    /// released, in this order (oldest first); held addresses and other strategies are left be.
+    pub fn recall_releases(&mut self, released: impl IntoIterator<Item = IpAddr>) {
+        for ip in released {
+            if self.users_of(ip) == 0
+                && !self.foreign.contains(&ip)
+                && let Some(pool) = self.allocator_for(ip)
+            {
+                let _ = pool.recall_release(ip);
+            }
         }
     }
 
@@ -384,7 +411,7 @@ impl PoolEntry {
                 )));
             }
             None => loop {
-                let ip = pool.allocate_lowest().ok_or(AllocError::Exhausted(family))?;
+                let ip = pool.allocate_next().ok_or(AllocError::Exhausted(family))?;
                 // Taken and recorded as one step; an address an overlapping pool holds stays
                 // marked here and is skipped.
                 match registry.try_take(ip, key) {

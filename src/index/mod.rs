@@ -191,6 +191,13 @@ impl Index {
             }
         }
         let applied = slot.apply(spec, facts);
+        if applied.first_sight {
+            // The release order of a `LeastRecentlyReleased` pool died with the process that
+            // knew it; the sticky memory in the pool's status is the part that outlived it.
+            let mut released: Vec<_> = remembered.iter().map(|(_, ip, until)| (*until, *ip)).collect();
+            released.sort();
+            slot.recall_releases(released.into_iter().map(|(_, ip)| ip));
+        }
         let neighbours = if applied.spec_changed { self.respan(key, slot.ranges()) } else { Vec::new() };
         if applied.spec_changed || applied.facts_changed {
             self.wake_purpose_waiters();
