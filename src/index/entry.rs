@@ -18,19 +18,23 @@ use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
 use super::PoolFacts;
 use super::keys::PoolKey;
 use super::registry::Registry;
+use super::reservations::{ClaimOwner, Reserved};
 use super::spec::PoolSpec;
 
 mod reading;
+mod reserving;
 
 use super::keys::HolderKey;
 
 /// What a claim asks of a pool.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Request {
     /// The family to allocate from; the pool's first family when unset.
     pub family: Option<Family>,
     /// A specific address.
     pub address: Option<IpAddr>,
+    /// The claim's owners, which reservations may match.
+    pub owners: Vec<ClaimOwner>,
 }
 
 /// Why a pool could not hand out an address.
@@ -83,8 +87,8 @@ pub enum PoolState {
     Missing,
     /// An object whose spec describes no addresses, and why.
     Invalid { spec: PoolSpec, facts: PoolFacts, reason: String },
-    /// An object whose allocators hand out addresses.
-    Ready { spec: PoolSpec, facts: PoolFacts, allocators: Vec<FamilyPool> },
+    /// An object whose allocators hand out addresses, and the addresses it keeps for claims.
+    Ready { spec: PoolSpec, facts: PoolFacts, allocators: Vec<FamilyPool>, reservations: Vec<Reserved> },
 }
 
 impl PoolState {
@@ -155,11 +159,15 @@ impl PoolEntry {
         let facts_changed = self.state.facts() != Some(&facts);
         let outside = if spec_changed {
             let released = self.released_oldest_first();
-            self.state = match spec.allocators() {
-                Ok(allocators) => PoolState::Ready { spec: spec.clone(), facts, allocators },
+            let checked = spec.allocators().and_then(|a| spec.reservations(&a).map(|r| (a, r)));
+            self.state = match checked {
+                Ok((allocators, reservations)) => {
+                    PoolState::Ready { spec: spec.clone(), facts, allocators, reservations }
+                }
                 Err(reason) => PoolState::Invalid { spec: spec.clone(), facts, reason },
             };
             let outside = self.carry_holds_over();
+            self.set_reserved_aside();
             self.recall_releases(released);
             outside
         } else {
@@ -316,6 +324,10 @@ impl PoolEntry {
             self.foreign.insert(ip);
             return false;
         }
+        if self.reserved(ip).is_some() {
+            // Free for its claim only: it stays set aside.
+            return false;
+        }
         self.allocator_for(ip).is_some_and(|pool| pool.release(ip))
     }
 
@@ -348,6 +360,11 @@ impl PoolEntry {
             self.adopt(holder, ip, false)?;
             return Ok(ip);
         }
+        if request.address.is_none()
+            && let Some(reserved) = self.reservation_for(holder, &request)
+        {
+            return self.take_reserved(holder, &reserved);
+        }
         // A claim re-created under the same name gets its remembered address back when it is
         // still free, unless it asks for something else.
         let request = match self.remembered.remove(holder) {
@@ -357,7 +374,7 @@ impl PoolEntry {
                     && self.users_of(ip) == 0
                     && self.allocator_for(ip).is_some_and(|p| p.check(ip).is_ok() && !p.is_allocated(ip)) =>
             {
-                Request { address: Some(ip), family: Some(Family::of(ip)) }
+                Request { address: Some(ip), family: Some(Family::of(ip)), ..request }
             }
             _ => request,
         };
@@ -374,6 +391,19 @@ impl PoolEntry {
             pools.iter().find(|p| p.family() == family).ok_or(AllocError::FamilyNotInPool(family))?;
             family
         };
+        if let Some(address) = request.address
+            && let Some(own) = self.reserved(address).filter(|r| r.claim.matches(holder, &request.owners)).cloned()
+        {
+            return self.take_reserved(holder, &own);
+        }
+        if let Some(address) = request.address
+            && let Some(other) = self.reserved_for_another(address, holder, &request.owners)
+        {
+            return Err(AllocError::Requested {
+                address,
+                reason: format!("it is reserved for {} ({})", other.claim, other.field),
+            });
+        }
         if let Some(address) = request.address
             && let Some(holders) = self.users.get(&address)
         {

@@ -10,6 +10,7 @@ mod entry;
 mod keys;
 mod registry;
 mod report;
+mod reservations;
 mod spans;
 mod spec;
 
@@ -25,6 +26,7 @@ pub use keys::{HolderKey, PoolKey, PoolKind};
 use registry::Registry;
 pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};
+pub use reservations::{ClaimMatch, ClaimOwner, Reserved};
 pub use spec::{PoolSpec, build_allocators, build_prefix_allocator, family_settings};
 
 /// What the index asks the controllers to look at again.

@@ -37,6 +37,15 @@ impl PoolSpec {
         Ok(pools)
     }
 
+    /// The pool's reservations checked against its allocators, or the first problem.
+    pub fn reservations(&self, allocators: &[FamilyPool]) -> Result<Vec<super::Reserved>, String> {
+        let listed = match self {
+            PoolSpec::Addresses(spec) => spec.reservations.as_deref(),
+            PoolSpec::Prefixes(spec) => spec.reservations.as_deref(),
+        };
+        super::reservations::check(listed.unwrap_or_default(), allocators)
+    }
+
     /// The order the pool hands out free addresses in.
     pub fn strategy(&self) -> Strategy {
         let field = match self {
@@ -211,6 +220,7 @@ mod tests {
             gateway: Some("fd00::1".into()),
             excluded_prefixes: None,
             allocation_strategy: None,
+            reservations: None,
         });
         assert_eq!(spec.settings(Family::V6), Some((56, Some("fd00::1".into()))));
         assert_eq!(spec.settings(Family::V4), None);

@@ -94,7 +94,10 @@ fn an_explicit_request_wins_over_a_memory() {
     index.allocate(&key, &holder("vm"), Request::default()).unwrap();
     index.release_claim(&key, &holder("vm"));
     let wanted = "10.0.0.4".parse().unwrap();
-    assert_eq!(index.allocate(&key, &holder("vm"), Request { address: Some(wanted), family: None }), Ok(wanted));
+    assert_eq!(
+        index.allocate(&key, &holder("vm"), Request { address: Some(wanted), ..Request::default() }),
+        Ok(wanted)
+    );
 }
 
 #[test]
@@ -124,7 +127,7 @@ fn overlapping_pools_never_hand_out_an_address_the_other_holds() {
     // And the global pool skips what the namespaced one handed out.
     assert_eq!(index.allocate(&g, &holder("c3"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.4".into()));
     let refused =
-        index.allocate(&g, &holder("c4"), Request { address: Some("10.0.0.1".parse().unwrap()), family: None });
+        index.allocate(&g, &holder("c4"), Request { address: Some("10.0.0.1".parse().unwrap()), ..Request::default() });
     assert!(matches!(refused, Err(AllocError::Requested { .. })), "{refused:?}");
 }
 

@@ -246,6 +246,7 @@ pub fn analyse(inventory: &Inventory, now: Timestamp) -> Findings {
         .collect();
     let known_pools: BTreeSet<PoolKey> = pools.iter().map(|(key, _)| key.clone()).collect();
     let mut conflicts = address_conflicts(&index, &addresses_by_pool(&inventory.addresses), &known_pools);
+    conflicts.extend(super::reservations::contradicted(&index, &known_pools, &inventory.claims));
     let outcome = claims::decide(&index, inventory);
     let mut sorted = sort_out(outcome.decisions);
     // A claim refused an address that two IPAddresses hold: that duplicate is reported already.

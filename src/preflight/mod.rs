@@ -10,6 +10,7 @@ mod findings;
 mod gather;
 mod other_provider;
 mod report;
+mod reservations;
 mod rules;
 
 use anyhow::Context as _;

@@ -12,6 +12,7 @@ mod prefix;
 mod prefix_status;
 mod providers;
 mod purpose;
+mod reservations;
 mod strategy;
 mod validation;
 mod vip;
