@@ -8,6 +8,7 @@
 
 mod entry;
 mod keys;
+mod lookup;
 mod registry;
 mod report;
 mod reservations;
@@ -23,6 +24,7 @@ use tokio::sync::{mpsc, watch};
 
 pub use entry::{AllocError, HoldKind, PoolEntry, Request};
 pub use keys::{HolderKey, PoolKey, PoolKind};
+pub use lookup::AddressState;
 use registry::Registry;
 pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};

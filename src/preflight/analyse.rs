@@ -58,7 +58,7 @@ fn feed_addresses(index: &Index, addresses: &[IPAddress]) {
 }
 
 /// Builds the index from the inventory's pools and addresses, as the controller does on start.
-fn build_index(inventory: &Inventory, now: Timestamp) -> Index {
+pub(crate) fn build_index(inventory: &Inventory, now: Timestamp) -> Index {
     let (index, _triggers) = Index::with_clock(STICKY, Arc::new(move || now));
     feed_pools(&index, &inventory.in_cluster_pools);
     feed_pools(&index, &inventory.global_pools);

@@ -2,6 +2,7 @@
 //! Each scenario has its own namespace (and provider); all share one control plane.
 
 mod addresses;
+mod answers;
 mod consumers;
 mod crash;
 mod extensions;
