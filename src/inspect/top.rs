@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn the_fastest_filling_pool_comes_first_then_the_fullest() {
-        let mut rows = vec![
+        let mut rows = [
             row("quiet-full", Some(95.0), None),
             row("slow", Some(10.0), Some(40.0)),
             row("no-status", None, None),

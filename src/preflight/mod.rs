@@ -5,7 +5,7 @@
 //! gather (list calls) -> analyse (pure: the controller's own index and decisions) -> report.
 
 mod analyse;
-mod claims;
+pub(crate) mod claims;
 mod findings;
 pub(crate) mod gather;
 mod other_provider;

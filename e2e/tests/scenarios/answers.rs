@@ -124,3 +124,52 @@ async fn top_lists_the_namespaces_pools_fastest_filling_first() {
     assert_eq!(nodes["hoursToFull"].as_f64(), Some(8.0), "8 free at 1 an hour");
     assert_eq!(rows[1]["hoursToFull"], Value::Null, "nothing allocated lately: never full");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_says_how_a_claim_got_its_address_or_why_it_waits() {
+    use crate::purpose::{ALL_PROVIDERS, VIPS, ask, labelled_pool, labels};
+    let s = Scope::wide("explain").await;
+    let _p = s.provider();
+    pool_and_claims(&s, 182).await;
+    s.claim("vm-r", IN_CLUSTER, "nodes").await.unwrap();
+    assert_eq!(s.wait_allocated("vm-r", PROMPTLY).await.unwrap().spec.address, "10.182.0.12");
+    let reserved = answer(&s, &["explain", &format!("{}/vm-r", s.ns)]);
+    assert_eq!((reserved["state"].as_str(), reserved["address"].as_str()), (Some("served"), Some("10.182.0.12")));
+    assert_eq!(reserved["origin"], "reserved for it by spec.reservations[0]");
+    assert_eq!(reserved["strategy"], "Lowest");
+
+    s.pool("tiny", json!({"addresses": ["10.182.2.10"], "prefix": 24})).await.unwrap();
+    s.claim("t-0", IN_CLUSTER, "tiny").await.unwrap();
+    s.wait_allocated("t-0", PROMPTLY).await.unwrap();
+    s.claim("t-1", IN_CLUSTER, "tiny").await.unwrap();
+    s.wait_reason("t-1", "PoolExhausted", PROMPTLY).await.unwrap();
+    let waiting = answer(&s, &["explain", &format!("{}/t-1", s.ns)]);
+    assert_eq!(waiting["state"], "pending");
+    assert!(waiting["waits"].as_str().is_some_and(|w| w.starts_with("PoolExhausted: ")), "{waiting}");
+
+    // A purpose claim: the first labelled pool is full, the second serves it.
+    labelled_pool(&s, "vips-a", "10.182.3.10", labels(&[(VIPS, "true"), ALL_PROVIDERS])).await;
+    labelled_pool(&s, "vips-b", "10.182.4.10-10.182.4.11", labels(&[(VIPS, "true"), ALL_PROVIDERS])).await;
+    ask(&s, "vip-0", VIPS, json!({})).await;
+    assert_eq!(s.wait_allocated("vip-0", PROMPTLY).await.unwrap().spec.address, "10.182.3.10");
+    ask(&s, "vip-1", VIPS, json!({})).await;
+    assert_eq!(s.wait_allocated("vip-1", PROMPTLY).await.unwrap().spec.address, "10.182.4.10");
+    let purpose = answer(&s, &["explain", &format!("{}/vip-1", s.ns)]);
+    assert_eq!(purpose["pool"], format!("InClusterIPPool {}/vips-b", s.ns));
+    let verdicts: Vec<(String, String)> = purpose["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .take(2)
+        .map(|c| {
+            (c["pool"].as_str().unwrap_or_default().to_owned(), c["verdict"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            (format!("InClusterIPPool {}/vips-a", s.ns), "passed over: no free address".to_owned()),
+            (format!("InClusterIPPool {}/vips-b", s.ns), "chosen".to_owned()),
+        ]
+    );
+}
