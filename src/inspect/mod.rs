@@ -104,3 +104,6 @@ pub async fn top(kubeconfig: Option<&Path>, namespace: Option<&str>, output: Out
     };
     exit_status("top", answered.await)
 }
+
+#[cfg(test)]
+mod tests;
