@@ -325,8 +325,9 @@ impl PoolEntry {
             return false;
         }
         if self.reserved(ip).is_some() {
-            // Free for its claim only: it stays set aside.
-            return false;
+            // Free for its claim only: it stays set aside, and the waiting claims look again
+            // (its claim may be one of them).
+            return true;
         }
         self.allocator_for(ip).is_some_and(|pool| pool.release(ip))
     }

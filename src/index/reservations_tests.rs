@@ -140,13 +140,8 @@ mod in_the_index {
         let (index, _t) = Index::new(Duration::ZERO);
         let key = pool(&index, vec![]);
         assert_eq!(allocate(&index, &key, "squatter"), Ok("10.0.0.1".into()));
-        let spec = IPPoolSpec {
-            addresses: vec!["10.0.0.1-10.0.0.3".into()],
-            prefix: 24,
-            reservations: Some(vec![for_claim("10.0.0.1", "vm-0")]),
-            ..IPPoolSpec::default()
-        };
-        index.upsert_pool(&key, &spec, PoolFacts::default(), &[]);
+        // The reservation is written after the address was handed out.
+        let _ = pool(&index, vec![for_claim("10.0.0.1", "vm-0")]);
         let refused = allocate(&index, &key, "vm-0").unwrap_err().to_string();
         assert!(
             refused.contains("reserved for this claim (spec.reservations[0]) but IPAddress ns/squatter also holds it"),
@@ -154,5 +149,24 @@ mod in_the_index {
         );
         let (_, holders) = &index.report(&key).reservations[0];
         assert_eq!(holders, &[HolderKey::new("ns", "squatter")]);
+    }
+
+    #[test]
+    fn a_reserved_claim_refused_for_a_squatter_is_woken_when_the_squatter_goes() {
+        let (index, mut triggers) = Index::new(Duration::ZERO);
+        let key = pool(&index, vec![]);
+        assert_eq!(allocate(&index, &key, "squatter"), Ok("10.0.0.1".into()));
+        // The reservation is written after the address was handed out.
+        let _ = pool(&index, vec![for_claim("10.0.0.1", "vm-0")]);
+        assert!(allocate(&index, &key, "vm-0").is_err());
+        while triggers.try_recv().is_ok() {}
+        index.release_claim(&key, &HolderKey::new("ns", "squatter"));
+        let mut woken = Vec::new();
+        while let Ok(trigger) = triggers.try_recv() {
+            woken.push(trigger);
+        }
+        assert!(woken.contains(&crate::index::Trigger::Claim(HolderKey::new("ns", "vm-0"))), "{woken:?}");
+        assert_eq!(allocate(&index, &key, "other"), Ok("10.0.0.2".into()), "still set aside for vm-0");
+        assert_eq!(allocate(&index, &key, "vm-0"), Ok("10.0.0.1".into()));
     }
 }

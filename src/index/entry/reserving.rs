@@ -51,6 +51,8 @@ impl PoolEntry {
             reason: format!("it is reserved for this claim ({}) but {reason}", reserved.field),
         };
         if let Some(reason) = self.held_by_others(holder, ip) {
+            // Woken when that holder lets it go (see `drop_user`).
+            self.wait_for_room(holder);
             return Err(refused(reason));
         }
         if let Err(other) = self.registry.try_take(ip, &self.key) {
