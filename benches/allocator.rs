@@ -1,5 +1,6 @@
 //! Allocator benchmarks: lowest-free allocation rate, scattered specific allocations, answers
-//! on full and nearly full pools, and bytes per allocated address (measured by a counting
+//! on full and nearly full pools, an allocate-and-release cycle under each allocation
+//! strategy, and bytes per allocated address (measured by a counting
 //! global allocator, compared with `FamilyPool::heap_bytes`).
 //!
 //! Run: `cargo bench --bench allocator`. The memory report is printed before the timings.
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
-use ferro_ipam::allocator::{FamilyPool, FamilySpec};
+use ferro_ipam::allocator::{FamilyPool, FamilySpec, Strategy};
 
 /// Counts live heap bytes, so memory per address is measured rather than estimated.
 struct Counting;
@@ -262,7 +263,35 @@ fn full_pools(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, lowest_free, scattered, full_pools);
+/// One `allocate_next` and one release on a pool already holding `held` addresses, for each
+/// strategy: the steady state of a pool whose machines come and go.
+fn strategies(c: &mut Criterion) {
+    let mut group = c.benchmark_group("strategy_allocate_next_and_release");
+    group.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    for strategy in [Strategy::Lowest, Strategy::LeastRecentlyReleased, Strategy::Random] {
+        for (name, def, held) in [
+            ("ipv4_/16_50k_held", Def::new("10.0.0.0/16", 16, false), 50_000),
+            ("ipv6_/64_100k_held", Def::new("fd00::/64", 64, false), SCATTERED),
+        ] {
+            let mut pool = def.pool();
+            pool.set_strategy(strategy);
+            pool.seed(42);
+            for _ in 0..held {
+                black_box(pool.allocate_next());
+            }
+            group.bench_function(format!("{strategy}/{name}"), |b| {
+                b.iter(|| {
+                    if let Some(ip) = black_box(pool.allocate_next()) {
+                        let _ = pool.release(ip);
+                    }
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, lowest_free, scattered, full_pools, strategies);
 
 fn main() {
     if std::env::args().any(|arg| arg == "--bench") {

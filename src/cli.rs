@@ -48,6 +48,45 @@ pub enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: crate::preflight::Output,
     },
+    /// Which pool, claim, IPAddress, Cluster and owner hold an address; otherwise which pools
+    /// could hand it out, and whether it is reserved, excluded, the gateway or remembered as
+    /// sticky. Read-only. Exit status: 0 answered, 2 could not look.
+    WhoHas {
+        /// The address (a prefix pool's: a sub-prefix's network address).
+        address: std::net::IpAddr,
+        /// Path to a kubeconfig, as for preflight.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Output format: text, or JSON for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: crate::preflight::Output,
+    },
+    /// Why a claim is pending, or how it got its address: the pool (for a purpose claim, the
+    /// candidates in order and why each was passed over), the strategy, a reservation or a
+    /// requested address. Read-only. Exit status: 0 answered, 2 could not look.
+    Explain {
+        /// The claim, as NAMESPACE/NAME.
+        claim: String,
+        /// Path to a kubeconfig, as for preflight.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Output format: text, or JSON for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: crate::preflight::Output,
+    },
+    /// Pools by use, the fastest-filling first (IPAddresses created in the last hour), with free
+    /// and reserved counts from their status. Read-only. Exit status: 0 answered, 2 could not look.
+    Top {
+        /// Only the namespaced pools of this namespace.
+        #[arg(long, short = 'n')]
+        namespace: Option<String>,
+        /// Path to a kubeconfig, as for preflight.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Output format: a table, or JSON for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: crate::preflight::Output,
+    },
 }
 
 /// How log lines are written.

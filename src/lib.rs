@@ -6,6 +6,7 @@
 //! - [`controller`]: the claim and pool controllers and their wiring.
 //! - [`client`]: the Kubernetes client with its write fence, timeouts and server clock.
 //! - [`preflight`]: what ferro-ipam would do with a live cluster, read-only.
+//! - [`inspect`]: `who-has`, `explain` and `top`, answers for an operator, read-only like preflight.
 //! - [`misconfig`]: misconfigurations said loudly: ERROR lines, a gauge, readiness.
 //! - `other_provider`: another IPAM provider's Lease, held and renewed, stops allocation.
 //! - [`run`], [`cli`], [`health`]: the process.
@@ -39,6 +40,7 @@ pub(crate) mod client;
 pub(crate) mod controller;
 pub(crate) mod health;
 pub mod index;
+pub mod inspect;
 pub mod metrics;
 pub mod misconfig;
 pub(crate) mod other_provider;

@@ -11,6 +11,18 @@ async fn main() -> anyhow::Result<()> {
         });
         std::process::exit(status);
     }
+    if let Some(Command::WhoHas { address, kubeconfig, output }) = &cli.command {
+        let kubeconfig = kubeconfig.as_deref().or(cli.run.kubeconfig.as_deref());
+        std::process::exit(ferro_ipam::inspect::who_has(kubeconfig, *address, *output).await);
+    }
+    if let Some(Command::Explain { claim, kubeconfig, output }) = &cli.command {
+        let kubeconfig = kubeconfig.as_deref().or(cli.run.kubeconfig.as_deref());
+        std::process::exit(ferro_ipam::inspect::explain(kubeconfig, claim, *output).await);
+    }
+    if let Some(Command::Top { namespace, kubeconfig, output }) = &cli.command {
+        let kubeconfig = kubeconfig.as_deref().or(cli.run.kubeconfig.as_deref());
+        std::process::exit(ferro_ipam::inspect::top(kubeconfig, namespace.as_deref(), *output).await);
+    }
     if let Some(Command::Crds { output_dir }) = cli.command {
         match output_dir {
             None => print!("{}", ferro_ipam::api::crdgen::all_yaml()),

@@ -318,14 +318,18 @@ mod tests {
     use crate::allocator::Family as IpFamily;
     use crate::index::FamilyReport;
 
+    /// A one-family pool with 4 of its 10 addresses used.
+    fn four_of_ten_used() -> PoolReport {
+        let family =
+            FamilyReport { family: Some(IpFamily::V4), total: 10, used: 4, free: 6, ..FamilyReport::default() };
+        PoolReport { families: vec![family], ..PoolReport::default() }
+    }
+
     #[test]
     fn pool_counts_are_exported_per_family_and_state_and_forgotten_with_the_pool() {
         let metrics = Metrics::new();
         let key = PoolKey::in_cluster("ns", "nodes");
-        let report = PoolReport {
-            families: vec![FamilyReport { family: Some(IpFamily::V4), total: 10, used: 4, free: 6, out_of_range: 0 }],
-            ..PoolReport::default()
-        };
+        let report = four_of_ten_used();
         metrics.set_pool(&key, &report);
         let text = metrics.encode();
         assert!(text.contains(r#"ferro_ipam_pool_addresses{kind="InClusterIPPool",namespace="ns",pool="nodes",family="IPv4",state="free"} 6.0"#), "{text}");
@@ -338,10 +342,7 @@ mod tests {
     fn standing_by_drops_the_leaders_pool_series_and_keeps_counters() {
         let metrics = Metrics::new();
         let key = PoolKey::in_cluster("ns", "nodes");
-        let report = PoolReport {
-            families: vec![FamilyReport { family: Some(IpFamily::V4), total: 10, used: 4, free: 6, out_of_range: 0 }],
-            ..PoolReport::default()
-        };
+        let report = four_of_ten_used();
         metrics.leader.set(1);
         metrics.set_pool(&key, &report);
         metrics.allocations.get_or_create(&PoolLabels::of(&key)).inc();

@@ -2,14 +2,18 @@
 //! pools of either family — random entries (singles, ranges, CIDRs), exclusions, gateway,
 //! prefix and reserved flag — and random operations, including edits of the pool definition.
 //!
-//! Pinned: no address has two holders, `allocate_lowest` returns exactly the model's lowest
-//! free address, counts are always exact, and out-of-range addresses are never dropped. All of
-//! it stays inside one chunk; `allocator_chunks.rs` goes past it.
+//! Each allocation strategy is run against the model. Pinned: no address has two holders,
+//! `allocate_next` returns exactly the model's next address (`Lowest`: the lowest free one;
+//! `LeastRecentlyReleased`: the lowest free one not released since, else the one released
+//! longest ago; `Random`: some free one), counts are always exact, and out-of-range addresses
+//! are never dropped. All of it stays inside one chunk; `allocator_chunks.rs` goes past it.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use ferro_ipam::allocator::{AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool, parse_entry};
+use ferro_ipam::allocator::{
+    AllocateError, Counts, FamilyPool, FamilySpec, Marked, NotInPool, Strategy as Order, parse_entry,
+};
 use proptest::prelude::*;
 
 /// Addresses are small values: 10.0.0.<v> or fd00::<v>. Entries use 0..64; operations,
@@ -38,7 +42,7 @@ struct Def {
 
 #[derive(Clone, Debug)]
 enum Op {
-    AllocateLowest,
+    AllocateNext,
     Allocate(u8),
     Release(u8),
     MarkUsed(u8),
@@ -76,7 +80,7 @@ fn def(v6: bool) -> impl Strategy<Value = Def> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => Just(Op::AllocateLowest),
+        6 => Just(Op::AllocateNext),
         3 => (0..OP_SPAN).prop_map(Op::Allocate),
         4 => (0..OP_SPAN).prop_map(Op::Release),
         2 => (0..OP_SPAN).prop_map(Op::MarkUsed),
@@ -85,6 +89,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => def(false).prop_map(Op::WithSpec),
         1 => Just(Op::Rebuild),
     ]
+}
+
+fn order() -> impl Strategy<Value = Order> {
+    prop_oneof![Just(Order::Lowest), Just(Order::LeastRecentlyReleased), Just(Order::Random)]
 }
 
 fn text(v6: bool, value: u8) -> String {
@@ -181,15 +189,34 @@ fn model_reason(def: &Def, value: u8) -> Option<NotInPool> {
 
 struct Model {
     def: Def,
+    order: Order,
     allocatable: BTreeSet<u8>,
     /// Every used address, in range or not.
     used: BTreeSet<u8>,
+    /// `LeastRecentlyReleased`: free allocatable addresses in the order they were released.
+    released: Vec<u8>,
 }
 
 impl Model {
-    fn new(def: Def) -> Model {
+    fn new(def: Def, order: Order) -> Model {
         let allocatable = (0..=u8::MAX).filter(|v| model_reason(&def, *v).is_none()).collect();
-        Model { def, allocatable, used: BTreeSet::new() }
+        Model { def, order, allocatable, used: BTreeSet::new(), released: Vec::new() }
+    }
+
+    fn take(&mut self, value: u8) -> bool {
+        self.released.retain(|v| *v != value);
+        self.used.insert(value)
+    }
+
+    /// The address the strategy hands out next; for `Random`, every free one is fine.
+    fn next(&self) -> Option<u8> {
+        let mut free = self.allocatable.difference(&self.used).copied();
+        match self.order {
+            Order::Lowest | Order::Random => free.next(),
+            Order::LeastRecentlyReleased => {
+                free.find(|v| !self.released.contains(v)).or_else(|| self.released.first().copied())
+            }
+        }
     }
 
     fn counts(&self) -> Counts {
@@ -227,10 +254,22 @@ fn check_agreement(pool: &FamilyPool, model: &Model) -> Result<(), TestCaseError
 fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCaseError> {
     let v6 = model.def.v6;
     match op {
-        Op::AllocateLowest => {
-            let expected = model.allocatable.difference(&model.used).next().copied();
-            prop_assert_eq!(pool.allocate_lowest(), expected.map(|v| address(v6, v)));
-            model.used.extend(expected);
+        Op::AllocateNext => {
+            let expected = model.next();
+            let got = pool.allocate_next();
+            if model.order == Order::Random {
+                let got = got.map(value_of);
+                prop_assert_eq!(got.is_some(), expected.is_some());
+                if let Some(v) = got {
+                    prop_assert!(model.allocatable.contains(&v) && !model.used.contains(&v), "{} is not free", v);
+                }
+                model.used.extend(got);
+            } else {
+                prop_assert_eq!(got, expected.map(|v| address(v6, v)));
+                if let Some(v) = expected {
+                    model.take(v);
+                }
+            }
         }
         Op::Allocate(v) => {
             let expected = match model_reason(&model.def, v) {
@@ -240,14 +279,18 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
             };
             prop_assert_eq!(pool.allocate(address(v6, v)), expected);
             if expected.is_ok() {
-                model.used.insert(v);
+                model.take(v);
             }
         }
         Op::Release(v) => {
-            prop_assert_eq!(pool.release(address(v6, v)), model.used.remove(&v));
+            let was_used = model.used.remove(&v);
+            prop_assert_eq!(pool.release(address(v6, v)), was_used);
+            if was_used && model.order == Order::LeastRecentlyReleased && model.allocatable.contains(&v) {
+                model.released.push(v);
+            }
         }
         Op::MarkUsed(v) => {
-            let expected = match (model.allocatable.contains(&v), model.used.insert(v)) {
+            let expected = match (model.allocatable.contains(&v), model.take(v)) {
                 (_, false) => Marked::AlreadyUsed,
                 (true, true) => Marked::InRange,
                 (false, true) => Marked::OutOfRange,
@@ -259,7 +302,9 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
                 (a.min(b)..=a.max(b)).filter(|v| model.allocatable.contains(v) && !model.used.contains(v)).collect();
             let added = pool.allocate_range(address(v6, a), address(v6, b));
             prop_assert_eq!(added, Ok(newly.len() as u128));
-            model.used.extend(newly);
+            for v in newly {
+                model.take(v);
+            }
         }
         Op::OtherFamily(v) => {
             let other = address(!v6, v);
@@ -273,8 +318,11 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
             let rendered = Rendered::of(&def);
             let (edited, outside) = pool.with_spec(&rendered.spec()).expect("valid edit");
             let used = std::mem::take(&mut model.used);
-            *model = Model::new(def);
+            let released = std::mem::take(&mut model.released);
+            *model = Model::new(def, model.order);
             model.used = used;
+            // The order is carried for the addresses still allocatable (and free) here.
+            model.released = released.into_iter().filter(|v| model.allocatable.contains(v)).collect();
             let outside: Vec<u8> = outside.into_iter().map(value_of).collect();
             prop_assert_eq!(outside, model.outside(), "never dropped, listed in order");
             *pool = edited;
@@ -282,7 +330,10 @@ fn apply(pool: &mut FamilyPool, model: &mut Model, op: Op) -> Result<(), TestCas
         Op::Rebuild => {
             let rendered = Rendered::of(&model.def);
             let existing: Vec<IpAddr> = model.used.iter().rev().map(|&v| address(v6, v)).collect();
-            let (rebuilt, outside) = FamilyPool::rebuild(&rendered.spec(), existing).expect("valid");
+            let (mut rebuilt, outside) = FamilyPool::rebuild(&rendered.spec(), existing).expect("valid");
+            // A restart: the release order is gone with the process.
+            rebuilt.set_strategy(model.order);
+            model.released.clear();
             let mut outside: Vec<u8> = outside.into_iter().map(value_of).collect();
             outside.sort_unstable();
             prop_assert_eq!(outside, model.outside());
@@ -298,13 +349,15 @@ proptest! {
     #[test]
     fn the_pool_agrees_with_a_naive_model(
         v6 in any::<bool>(),
+        order in order(),
         initial in def(false),
         ops in prop::collection::vec(op(), 1..60),
     ) {
         let initial = Def { v6, ..initial };
         let rendered = Rendered::of(&initial);
         let mut pool = FamilyPool::new(&rendered.spec()).expect("generated definitions are valid");
-        let mut model = Model::new(initial);
+        pool.set_strategy(order);
+        let mut model = Model::new(initial, order);
         check_agreement(&pool, &model)?;
         for op in ops {
             apply(&mut pool, &mut model, op)?;
@@ -314,17 +367,19 @@ proptest! {
     #[test]
     fn no_address_is_handed_out_twice_until_released(
         v6 in any::<bool>(),
+        order in order(),
         initial in def(false),
         ops in prop::collection::vec(prop_oneof![3 => Just(None), 1 => (0..OP_SPAN).prop_map(Some)], 1..200),
     ) {
         let initial = Def { v6, ..initial };
         let rendered = Rendered::of(&initial);
         let mut pool = FamilyPool::new(&rendered.spec()).expect("valid");
+        pool.set_strategy(order);
         let mut holders: BTreeSet<IpAddr> = BTreeSet::new();
         for op in ops {
             match op {
                 None => {
-                    if let Some(ip) = pool.allocate_lowest() {
+                    if let Some(ip) = pool.allocate_next() {
                         prop_assert!(holders.insert(ip), "{} handed out twice", ip);
                     } else {
                         prop_assert_eq!(pool.counts().free, 0);

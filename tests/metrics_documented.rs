@@ -10,7 +10,7 @@ use ferro_ipam::metrics::{ControllerLabels, Metrics, PoolLabels};
 fn busy_metrics() -> Metrics {
     let metrics = Metrics::new();
     let key = PoolKey::in_cluster("ns", "nodes");
-    let family = FamilyReport { family: Some(Family::V4), total: 10, used: 4, free: 6, out_of_range: 0 };
+    let family = FamilyReport { family: Some(Family::V4), total: 10, used: 4, free: 6, out_of_range: 0, reserved: 0 };
     metrics.set_pool(&key, &PoolReport { families: vec![family], ..PoolReport::default() });
     for counter in [&metrics.allocations, &metrics.releases, &metrics.exhaustions] {
         counter.get_or_create(&PoolLabels::of(&key)).inc();

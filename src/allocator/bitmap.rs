@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use super::container::{CHUNK_BITS, CHUNK_SIZE, Container};
 use super::ranges::Span;
+use super::rank::{Found, Item, RankIndex};
 use super::runs::{RunSet, btree_bytes};
 use super::tally::Tally;
 
@@ -24,6 +25,8 @@ pub(super) struct OffsetBitmap {
     /// Runs of chunk indexes whose every offset is set.
     full: RunSet,
     count: Tally,
+    /// Order statistics over the used chunks, kept only where random picks are asked for.
+    rank: Option<RankIndex>,
 }
 
 fn split(offset: u128) -> (u128, u16) {
@@ -34,7 +37,14 @@ impl OffsetBitmap {
     #[must_use]
     pub(super) fn new(total: Tally) -> OffsetBitmap {
         let last_offset = (!total.is_zero()).then(|| total.sub(Tally::of(1)).saturating());
-        OffsetBitmap { last_offset, total, partial: BTreeMap::new(), full: RunSet::default(), count: Tally::ZERO }
+        OffsetBitmap {
+            last_offset,
+            total,
+            partial: BTreeMap::new(),
+            full: RunSet::default(),
+            count: Tally::ZERO,
+            rank: None,
+        }
     }
 
     /// Number of set offsets (exact).
@@ -74,6 +84,14 @@ impl OffsetBitmap {
 
     /// Sets `offset`; true if it was clear. Offsets past the end are ignored.
     pub(super) fn insert(&mut self, offset: u128) -> bool {
+        let added = self.insert_unindexed(offset);
+        if added {
+            self.reindex(split(offset).0, split(offset).0);
+        }
+        added
+    }
+
+    fn insert_unindexed(&mut self, offset: u128) -> bool {
         if self.last_offset.is_none_or(|last| offset > last) {
             return false;
         }
@@ -105,6 +123,14 @@ impl OffsetBitmap {
 
     /// Clears `offset`; true if it was set.
     pub(super) fn remove(&mut self, offset: u128) -> bool {
+        let removed = self.remove_unindexed(offset);
+        if removed {
+            self.reindex(split(offset).0, split(offset).0);
+        }
+        removed
+    }
+
+    fn remove_unindexed(&mut self, offset: u128) -> bool {
         let (chunk, low) = split(offset);
         if let Some(container) = self.partial.get_mut(&chunk) {
             if !container.remove(low) {
@@ -127,6 +153,12 @@ impl OffsetBitmap {
 
     /// Sets and returns the lowest clear offset; `None` when full (answered from the count).
     pub(super) fn take_lowest(&mut self) -> Option<u128> {
+        let offset = self.take_lowest_unindexed()?;
+        self.reindex(split(offset).0, split(offset).0);
+        Some(offset)
+    }
+
+    fn take_lowest_unindexed(&mut self) -> Option<u128> {
         if self.is_full() {
             return None;
         }
@@ -166,6 +198,14 @@ impl OffsetBitmap {
 
     /// Sets every offset of `span` (clipped to the space); returns how many were clear.
     pub(super) fn insert_span(&mut self, span: Span) -> Tally {
+        let added = self.insert_span_unindexed(span);
+        if !added.is_zero() {
+            self.reindex(split(span.first).0, split(span.last).0);
+        }
+        added
+    }
+
+    fn insert_span_unindexed(&mut self, span: Span) -> Tally {
         let Some(last_offset) = self.last_offset else {
             return Tally::ZERO;
         };
@@ -231,6 +271,71 @@ impl OffsetBitmap {
         let added = Tally::span(first << CHUNK_BITS, self.chunk_end(last)).sub(already);
         self.count = self.count.add(added);
         added
+    }
+
+    /// Keeps order statistics from now on, for [`take_nth_clear`](Self::take_nth_clear).
+    /// O(c log c) for c used chunks, once.
+    pub(super) fn keep_ranks(&mut self) {
+        if self.rank.is_none() {
+            self.rank = Some(RankIndex::default());
+            self.reindex(0, u128::MAX >> CHUNK_BITS);
+        }
+    }
+
+    /// Sets and returns the `k`-th clear offset (0-based); `None` when fewer are clear or ranks
+    /// are not kept. O(log n).
+    pub(super) fn take_nth_clear(&mut self, k: u128) -> Option<u128> {
+        if Tally::of(k) >= self.total.sub(self.count) {
+            return None;
+        }
+        let offset = match self.rank.as_ref()?.find_free(k) {
+            Found::Offset(offset) => offset,
+            Found::InChunk { chunk, nth } => {
+                let low = self.partial.get(&chunk)?.nth_absent(nth);
+                if low >= self.capacity(chunk) {
+                    return None; // unreachable while the index agrees with the chunks
+                }
+                (chunk << CHUNK_BITS) | u128::from(low)
+            }
+        };
+        self.insert(offset).then_some(offset)
+    }
+
+    /// Brings the order statistics of chunks `first..=last` up to date, widened to whole runs
+    /// of full chunks so that no stale run is left half-covered.
+    fn reindex(&mut self, first: u128, last: u128) {
+        if self.rank.is_none() {
+            return;
+        }
+        let mut lo = first;
+        for probe in [Some(first), first.checked_sub(1)].into_iter().flatten() {
+            if let Some(run) = self.full.run_containing(probe) {
+                lo = lo.min(run.first);
+            }
+        }
+        let mut hi = last;
+        for probe in [Some(last), last.checked_add(1)].into_iter().flatten() {
+            if let Some(run) = self.full.run_containing(probe) {
+                hi = hi.max(run.last);
+            }
+        }
+        let mut items: Vec<Item> = self
+            .partial
+            .range(lo..=hi)
+            .map(|(&chunk, container)| Item {
+                chunk,
+                size: Tally::of(u128::from(self.capacity(chunk))),
+                used: Tally::of(u128::from(container.len())),
+            })
+            .collect();
+        for run in self.full.overlapping(Span::new(lo, hi)) {
+            let size = Tally::span(run.first << CHUNK_BITS, self.chunk_end(run.last));
+            items.push(Item { chunk: run.first, size, used: size });
+        }
+        items.sort_unstable_by_key(|item| item.chunk);
+        if let Some(rank) = &mut self.rank {
+            rank.replace(lo, hi, items);
+        }
     }
 
     /// Runs of set offsets, ascending and merged.

@@ -129,6 +129,24 @@ impl Bits {
         self.count - before
     }
 
+    /// The `nth` clear bit (0-based): a count down the words, at most 1,024 of them.
+    fn nth_absent(&self, nth: u32) -> u32 {
+        let mut left = nth;
+        for (index, &word) in self.words.iter().enumerate() {
+            let clear = !word;
+            let count = clear.count_ones();
+            if left < count {
+                let mut rest = clear;
+                for _ in 0..left {
+                    rest &= rest - 1;
+                }
+                return index as u32 * 64 + rest.trailing_zeros();
+            }
+            left -= count;
+        }
+        CHUNK_SIZE + left
+    }
+
     fn values(&self) -> Vec<u16> {
         let mut values = Vec::with_capacity(self.count as usize);
         for (word_index, &word) in self.words.iter().enumerate() {
@@ -283,6 +301,15 @@ impl Container {
         }
     }
 
+    /// The `nth` absent value (0-based); `CHUNK_SIZE` or more when fewer are absent.
+    #[must_use]
+    pub(super) fn nth_absent(&self, nth: u32) -> u32 {
+        match self {
+            Container::Bitmap(bits) => bits.nth_absent(nth),
+            other => nth_gap(other.sorted(), nth),
+        }
+    }
+
     /// Adds every value of `lo..=hi`; returns how many were absent.
     pub(super) fn insert_span(&mut self, lo: u16, hi: u16) -> u32 {
         let (lo, hi) = (lo.min(hi), lo.max(hi));
@@ -357,6 +384,22 @@ fn lowest_gap(values: &[u16]) -> usize {
         }
     }
     lo
+}
+
+/// The `nth` value (0-based) absent from sorted distinct `values`: before `values[i]` lie
+/// `values[i] - i` absent values, which never decreases, so the answer is `nth` plus the number
+/// of values with at most `nth` absent values before them. O(log n).
+fn nth_gap(values: &[u16], nth: u32) -> u32 {
+    let (mut lo, mut hi) = (0, values.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if u32::from(values[mid]) - mid as u32 <= nth {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    nth + lo as u32
 }
 
 #[cfg(test)]

@@ -11,9 +11,11 @@ use super::family::{Family, value_of};
 use super::outcome::{AllocateError, Counts, Marked, NotInPool};
 use super::prefix::PrefixSpec;
 use super::ranges::{self, Span};
+use super::recency::ReleaseOrder;
 use super::runs::RunSet;
 use super::space::OffsetSpace;
 use super::spec::{Definition, FamilySpec, SpecError};
+use super::strategy::{Rng, Strategy};
 use super::tally::Tally;
 
 /// At most this many addresses are listed by [`FamilyPool::with_spec`] as now outside the
@@ -28,6 +30,12 @@ pub struct FamilyPool {
     allocated: OffsetBitmap,
     /// Used addresses of the family that are not allocatable, as address values (not slots).
     out_of_range: RunSet,
+    strategy: Strategy,
+    /// `LeastRecentlyReleased` only: free offsets by release time. They stay set in
+    /// `allocated`, so the lowest-free search passes over them; they are free all the same.
+    released: ReleaseOrder,
+    /// `Random` only: where picks come from.
+    rng: Rng,
 }
 
 /// Where a used address goes: a slot of the offset space, or out of range.
@@ -51,7 +59,40 @@ impl FamilyPool {
     fn of(definition: Definition) -> FamilyPool {
         let space = OffsetSpace::new(&definition.allocatable);
         let allocated = OffsetBitmap::new(space.total());
-        FamilyPool { definition, space, allocated, out_of_range: RunSet::default() }
+        FamilyPool {
+            definition,
+            space,
+            allocated,
+            out_of_range: RunSet::default(),
+            strategy: Strategy::Lowest,
+            released: ReleaseOrder::default(),
+            rng: Rng::from_os(),
+        }
+    }
+
+    /// The order in which [`allocate_next`](Self::allocate_next) hands out free addresses.
+    #[must_use]
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Changes the strategy. Leaving `LeastRecentlyReleased` forgets the release order.
+    /// Choosing `Random` builds its index once: O(c log c) for c used chunks.
+    pub fn set_strategy(&mut self, strategy: Strategy) {
+        if strategy != Strategy::LeastRecentlyReleased {
+            while let Some(offset) = self.released.pop_oldest() {
+                let _ = self.allocated.remove(offset);
+            }
+        }
+        if strategy == Strategy::Random {
+            self.allocated.keep_ranks();
+        }
+        self.strategy = strategy;
+    }
+
+    /// Seeds the `Random` strategy's picks (they come from the operating system otherwise).
+    pub fn seed(&mut self, seed: u64) {
+        self.rng = Rng::seeded(seed);
     }
 
     #[must_use]
@@ -124,13 +165,41 @@ impl FamilyPool {
         ip
     }
 
+    /// Marks the next free address of the pool's [`Strategy`] used and returns it; `None` when
+    /// the pool is full. O(log n) for each strategy (`Random`: expected, over the used chunks).
+    #[must_use = "the address is marked used; dropping it leaks it until released"]
+    pub fn allocate_next(&mut self) -> Option<IpAddr> {
+        let offset = match self.strategy {
+            Strategy::Lowest => self.allocated.take_lowest()?,
+            Strategy::LeastRecentlyReleased => match self.allocated.take_lowest() {
+                Some(offset) => offset,
+                // Every free offset is parked: the one released longest ago, still set.
+                None => self.released.pop_oldest()?,
+            },
+            Strategy::Random => {
+                let free = self.counts().free;
+                let k = self.rng.below(free);
+                self.allocated.take_nth_clear(k)?
+            }
+        };
+        let ip = self.space.value_at(offset).and_then(|v| self.address(v));
+        if ip.is_none() {
+            let _ = self.allocated.remove(offset); // unreachable while the space is consistent
+        }
+        ip
+    }
+
     /// Marks a specific address used, or says why it cannot be. O(log n).
     pub fn allocate(&mut self, ip: IpAddr) -> Result<(), AllocateError> {
         let value = self.value(ip)?;
         let Some(offset) = self.space.offset_of(value) else {
             return Err(self.definition.classify(value).err().unwrap_or(NotInPool::Outside).into());
         };
-        if self.allocated.insert(offset) { Ok(()) } else { Err(AllocateError::AlreadyAllocated) }
+        if self.released.unpark(offset) || self.allocated.insert(offset) {
+            Ok(())
+        } else {
+            Err(AllocateError::AlreadyAllocated)
+        }
     }
 
     /// Marks every allocatable address between `first` and `last` (inclusive, either order)
@@ -146,7 +215,11 @@ impl FamilyPool {
         let values = Span::new(slot(first)?, slot(last)?);
         let mut offsets = Vec::new();
         self.space.partition(values, |span| offsets.push(span), |_| ());
-        let added = offsets.into_iter().fold(Tally::ZERO, |sum, span| sum.add(self.allocated.insert_span(span)));
+        let mut added = Tally::ZERO;
+        for span in offsets {
+            let parked = self.released.unpark_span(span).len() as u128;
+            added = added.add(Tally::of(parked)).add(self.allocated.insert_span(span));
+        }
         Ok(added.saturating())
     }
 
@@ -154,9 +227,47 @@ impl FamilyPool {
     #[must_use = "false means the address was not in use"]
     pub fn release(&mut self, ip: IpAddr) -> bool {
         match self.place(ip) {
+            Some(Place::Offset(offset)) if self.released.contains(offset) => false,
+            Some(Place::Offset(offset)) if self.strategy == Strategy::LeastRecentlyReleased => {
+                self.allocated.contains(offset) && self.park(offset)
+            }
             Some(Place::Offset(offset)) => self.allocated.remove(offset),
             Some(Place::OutOfRange(value)) => self.out_of_range.remove(value),
             None => false,
+        }
+    }
+
+    /// Queues a set offset as released last; the one that falls out of the memory is cleared.
+    fn park(&mut self, offset: u128) -> bool {
+        if let Some(forgotten) = self.released.park(offset) {
+            let _ = self.allocated.remove(forgotten);
+        }
+        true
+    }
+
+    /// The free addresses whose release order is remembered (`LeastRecentlyReleased`),
+    /// released longest ago first.
+    #[must_use]
+    pub fn released_oldest_first(&self) -> Vec<IpAddr> {
+        self.released
+            .oldest_first()
+            .filter_map(|offset| self.space.value_at(offset))
+            .filter_map(|v| self.address(v))
+            .collect()
+    }
+
+    /// Remembers a free address as released now (`LeastRecentlyReleased` only): carrying the
+    /// order over an edit of the pool, or taking it from a memory that outlived the process.
+    /// False when the address is not free and allocatable here, or the strategy is another.
+    pub fn recall_release(&mut self, ip: IpAddr) -> bool {
+        if self.strategy != Strategy::LeastRecentlyReleased {
+            return false;
+        }
+        match self.place(ip) {
+            Some(Place::Offset(offset)) if !self.released.contains(offset) && self.allocated.insert(offset) => {
+                self.park(offset)
+            }
+            _ => false,
         }
     }
 
@@ -164,7 +275,7 @@ impl FamilyPool {
     #[must_use]
     pub fn is_allocated(&self, ip: IpAddr) -> bool {
         match self.place(ip) {
-            Some(Place::Offset(offset)) => self.allocated.contains(offset),
+            Some(Place::Offset(offset)) => self.allocated.contains(offset) && !self.released.contains(offset),
             Some(Place::OutOfRange(value)) => self.out_of_range.contains(value),
             None => false,
         }
@@ -182,7 +293,9 @@ impl FamilyPool {
     pub fn mark_used(&mut self, ip: IpAddr) -> Marked {
         match self.place(ip) {
             None => Marked::WrongFamily,
-            Some(Place::Offset(offset)) if self.allocated.insert(offset) => Marked::InRange,
+            Some(Place::Offset(offset)) if self.released.unpark(offset) || self.allocated.insert(offset) => {
+                Marked::InRange
+            }
             Some(Place::OutOfRange(value)) if self.out_of_range.insert(value) => Marked::OutOfRange,
             Some(_) => Marked::AlreadyUsed,
         }
@@ -192,7 +305,7 @@ impl FamilyPool {
     #[must_use]
     pub fn counts(&self) -> Counts {
         let total = self.space.total();
-        let in_range = self.allocated.count();
+        let in_range = self.allocated.count().sub(Tally::of(self.released.len() as u128));
         let out_of_range = self.out_of_range.count();
         let used = in_range.add(out_of_range);
         let free = total.sub(in_range);
@@ -228,6 +341,7 @@ impl FamilyPool {
     /// longer allocatable as out of range (never dropped). Returns the new pool and the used
     /// addresses outside it, ascending (at most [`MAX_LISTED_OUTSIDE`] listed). Switching family while
     /// addresses are in use is refused ([`SpecError::FamilyChanged`]): rebuild instead.
+    /// The strategy and the release order it remembers are carried over too.
     pub fn with_spec(&self, spec: &FamilySpec) -> Result<(FamilyPool, Vec<IpAddr>), SpecError> {
         self.carried_into(FamilyPool::new(spec)?)
     }
@@ -242,10 +356,27 @@ impl FamilyPool {
         self.carried_into(pool)
     }
 
-    fn carried_into(&self, mut pool: FamilyPool) -> Result<(FamilyPool, Vec<IpAddr>), SpecError> {
+    fn carried_into(&self, pool: FamilyPool) -> Result<(FamilyPool, Vec<IpAddr>), SpecError> {
+        if self.released.len() == 0 {
+            return self.used_carried_into(pool);
+        }
+        let mut used_only = self.clone();
+        used_only.set_strategy(Strategy::Lowest);
+        let (mut pool, outside) = used_only.used_carried_into(pool)?;
+        pool.set_strategy(self.strategy);
+        for ip in self.released_oldest_first() {
+            let _ = pool.recall_release(ip);
+        }
+        Ok((pool, outside))
+    }
+
+    /// Carries the used addresses and the strategy (not the release order) into `pool`.
+    fn used_carried_into(&self, mut pool: FamilyPool) -> Result<(FamilyPool, Vec<IpAddr>), SpecError> {
         if pool.shift() != self.shift() {
             return Err(SpecError::GranularityChanged { from: self.prefix(), to: pool.prefix() });
         }
+        pool.set_strategy(self.strategy);
+        pool.rng = self.rng.clone();
         let used = self.allocated.count().add(self.out_of_range.count());
         if pool.family() != self.family() {
             if used.is_zero() {
@@ -338,6 +469,7 @@ impl FamilyPool {
             + self.space.heap_bytes()
             + self.allocated.heap_bytes()
             + self.out_of_range.heap_bytes()
+            + self.released.heap_bytes()
     }
 }
 

@@ -10,8 +10,12 @@ pub mod keys;
 pub mod pool;
 pub mod prefix_pool;
 pub mod prefix_validation;
+pub mod reservation;
+pub mod strategy;
 pub mod validation;
 
 pub use capi::{CapiVersion, IPAddress, IPAddressClaim, PoolReference};
 pub use pool::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool, SecondFamily};
 pub use prefix_pool::{GlobalInClusterPrefixPool, InClusterPrefixPool, PrefixPoolSpec};
+pub use reservation::{Reservation, ReservationOwner};
+pub use strategy::AllocationStrategy;

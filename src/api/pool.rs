@@ -99,6 +99,18 @@ pub struct IPPoolSpec {
     /// name ending in `-ipv4`/`-ipv6`); otherwise it gets the family of `addresses`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dual_stack: Option<SecondFamily>,
+
+    /// Which free address the pool hands out next: `Lowest` (the default), `LeastRecentlyReleased`
+    /// (addresses not released lately first, then the one released longest ago, so a just-freed
+    /// address is reused last) or `Random`. Requested and sticky addresses are not affected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_strategy: Option<super::strategy::AllocationStrategy>,
+
+    /// Addresses kept for the claims that match (by claim name, or by the claim's owner). No
+    /// other claim gets a reserved address; the matching claim gets it unless it requests another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = super::reservation::MAX_RESERVATIONS), transform = super::reservation::list_rules)]
+    pub reservations: Option<Vec<super::reservation::Reservation>>,
 }
 
 /// The second family of a dual-stack pool. The same rules as the first apply to it.
@@ -174,6 +186,9 @@ pub struct IPAddressCounts {
     pub free: i64,
     /// `IPAddress` objects that reference the pool but whose address is not in it (any more).
     pub out_of_range: i64,
+    /// Addresses of `spec.reservations` their claims do not hold yet: neither free nor used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved: Option<i64>,
 }
 
 /// Exact counts for one address family, as decimal strings.
@@ -186,6 +201,9 @@ pub struct FamilyCounts {
     pub used: String,
     pub free: String,
     pub out_of_range: String,
+    /// Reserved addresses their claims do not hold yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved: Option<String>,
 }
 
 /// Defines a cluster-scoped pool kind: the namespaced kind's spec and status, its own kind and
@@ -267,6 +285,7 @@ pub(crate) fn apply_rules(schema: &mut Schema, rules: Vec<kube::core::Rule>) {
 fn spec_rules(schema: &mut Schema) {
     apply_rules(schema, validation::family_rules("spec"));
     apply_rules(schema, validation::spec_rules());
+    apply_rules(schema, vec![super::reservation::gateway_rule()]);
 }
 
 fn second_family_rules(schema: &mut Schema) {

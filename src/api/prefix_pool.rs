@@ -78,6 +78,18 @@ pub struct PrefixPoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = MAX_ENTRIES), inner(length(min = 1, max = MAX_ENTRY_LENGTH)), transform = excluded_rules)]
     pub excluded_prefixes: Option<Vec<String>>,
+
+    /// Which free address the pool hands out next: `Lowest` (the default), `LeastRecentlyReleased`
+    /// (addresses not released lately first, then the one released longest ago, so a just-freed
+    /// address is reused last) or `Random`. Requested and sticky addresses are not affected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_strategy: Option<super::strategy::AllocationStrategy>,
+
+    /// Addresses kept for the claims that match (by claim name, or by the claim's owner). No
+    /// other claim gets a reserved address; the matching claim gets it unless it requests another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = super::reservation::MAX_RESERVATIONS), transform = super::reservation::list_rules)]
+    pub reservations: Option<Vec<super::reservation::Reservation>>,
 }
 
 impl PrefixPoolSpec {

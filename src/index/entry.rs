@@ -18,19 +18,23 @@ use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
 use super::PoolFacts;
 use super::keys::PoolKey;
 use super::registry::Registry;
+use super::reservations::{ClaimOwner, Reserved};
 use super::spec::PoolSpec;
 
 mod memories;
+mod reserving;
 
 use super::keys::HolderKey;
 
 /// What a claim asks of a pool.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Request {
     /// The family to allocate from; the pool's first family when unset.
     pub family: Option<Family>,
     /// A specific address.
     pub address: Option<IpAddr>,
+    /// The claim's owners, which reservations may match.
+    pub owners: Vec<ClaimOwner>,
 }
 
 /// Why a pool could not hand out an address.
@@ -83,8 +87,8 @@ pub enum PoolState {
     Missing,
     /// An object whose spec describes no addresses, and why.
     Invalid { spec: PoolSpec, facts: PoolFacts, reason: String },
-    /// An object whose allocators hand out addresses.
-    Ready { spec: PoolSpec, facts: PoolFacts, allocators: Vec<FamilyPool> },
+    /// An object whose allocators hand out addresses, and the addresses it keeps for claims.
+    Ready { spec: PoolSpec, facts: PoolFacts, allocators: Vec<FamilyPool>, reservations: Vec<Reserved> },
 }
 
 impl PoolState {
@@ -154,11 +158,18 @@ impl PoolEntry {
         let spec_changed = self.state.spec() != Some(spec);
         let facts_changed = self.state.facts() != Some(&facts);
         let outside = if spec_changed {
-            self.state = match spec.allocators() {
-                Ok(allocators) => PoolState::Ready { spec: spec.clone(), facts, allocators },
+            let released = self.released_oldest_first();
+            let checked = spec.allocators().and_then(|a| spec.reservations(&a).map(|r| (a, r)));
+            self.state = match checked {
+                Ok((allocators, reservations)) => {
+                    PoolState::Ready { spec: spec.clone(), facts, allocators, reservations }
+                }
                 Err(reason) => PoolState::Invalid { spec: spec.clone(), facts, reason },
             };
-            self.carry_holds_over()
+            let outside = self.carry_holds_over();
+            self.set_reserved_aside();
+            self.recall_releases(released);
+            outside
         } else {
             match &mut self.state {
                 PoolState::Invalid { facts: old, .. } | PoolState::Ready { facts: old, .. } => *old = facts,
@@ -193,6 +204,30 @@ impl PoolEntry {
         match &mut self.state {
             PoolState::Ready { allocators, .. } => Some(allocators),
             _ => None,
+        }
+    }
+
+    /// The free addresses whose release order the allocators remember, released longest ago
+    /// first (`LeastRecentlyReleased` pools only).
+    pub fn released_oldest_first(&self) -> Vec<IpAddr> {
+        match &self.state {
+            PoolState::Ready { allocators, .. } => {
+                allocators.iter().flat_map(FamilyPool::released_oldest_first).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Tells a `LeastRecentlyReleased` pool's allocators that these free addresses were
+    /// released, in this order (oldest first); held addresses and other strategies are left be.
+    pub fn recall_releases(&mut self, released: impl IntoIterator<Item = IpAddr>) {
+        for ip in released {
+            if self.users_of(ip) == 0
+                && !self.foreign.contains(&ip)
+                && let Some(pool) = self.allocator_for(ip)
+            {
+                let _ = pool.recall_release(ip);
+            }
         }
     }
 
@@ -289,6 +324,11 @@ impl PoolEntry {
             self.foreign.insert(ip);
             return false;
         }
+        if self.reserved(ip).is_some() {
+            // Free for its claim only: it stays set aside, and the waiting claims look again
+            // (its claim may be one of them).
+            return true;
+        }
         self.allocator_for(ip).is_some_and(|pool| pool.release(ip))
     }
 
@@ -321,6 +361,11 @@ impl PoolEntry {
             self.adopt(holder, ip, false)?;
             return Ok(ip);
         }
+        if request.address.is_none()
+            && let Some(reserved) = self.reservation_for(holder, &request)
+        {
+            return self.take_reserved(holder, &reserved);
+        }
         // A claim re-created under the same name gets its remembered address back when it is
         // still free, unless it asks for something else.
         let request = match self.remembered.remove(holder) {
@@ -330,7 +375,7 @@ impl PoolEntry {
                     && self.users_of(ip) == 0
                     && self.allocator_for(ip).is_some_and(|p| p.check(ip).is_ok() && !p.is_allocated(ip)) =>
             {
-                Request { address: Some(ip), family: Some(Family::of(ip)) }
+                Request { address: Some(ip), family: Some(Family::of(ip)), ..request }
             }
             _ => request,
         };
@@ -347,6 +392,19 @@ impl PoolEntry {
             pools.iter().find(|p| p.family() == family).ok_or(AllocError::FamilyNotInPool(family))?;
             family
         };
+        if let Some(address) = request.address
+            && let Some(own) = self.reserved(address).filter(|r| r.claim.matches(holder, &request.owners)).cloned()
+        {
+            return self.take_reserved(holder, &own);
+        }
+        if let Some(address) = request.address
+            && let Some(other) = self.reserved_for_another(address, holder, &request.owners)
+        {
+            return Err(AllocError::Requested {
+                address,
+                reason: format!("it is reserved for {} ({})", other.claim, other.field),
+            });
+        }
         if let Some(address) = request.address
             && let Some(holders) = self.users.get(&address)
         {
@@ -384,7 +442,7 @@ impl PoolEntry {
                 )));
             }
             None => loop {
-                let ip = pool.allocate_lowest().ok_or(AllocError::Exhausted(family))?;
+                let ip = pool.allocate_next().ok_or(AllocError::Exhausted(family))?;
                 // Taken and recorded as one step; an address an overlapping pool holds stays
                 // marked here and is skipped.
                 match registry.try_take(ip, key) {

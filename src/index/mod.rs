@@ -8,8 +8,10 @@
 
 mod entry;
 mod keys;
+mod lookup;
 mod registry;
 mod report;
+mod reservations;
 mod spans;
 mod spec;
 
@@ -22,9 +24,11 @@ use tokio::sync::{mpsc, watch};
 
 pub use entry::{AllocError, HoldKind, PoolEntry, Request};
 pub use keys::{HolderKey, PoolKey, PoolKind};
+pub use lookup::AddressState;
 use registry::Registry;
 pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};
+pub use reservations::{ClaimMatch, ClaimOwner, Reserved};
 pub use spec::{PoolSpec, build_allocators, build_prefix_allocator, family_settings};
 
 /// What the index asks the controllers to look at again.
@@ -188,6 +192,13 @@ impl Index {
             }
         }
         let applied = slot.apply(spec, facts);
+        if applied.first_sight {
+            // The release order of a `LeastRecentlyReleased` pool died with the process that
+            // knew it; the sticky memory in the pool's status is the part that outlived it.
+            let mut released: Vec<_> = remembered.iter().map(|(_, ip, until)| (*until, *ip)).collect();
+            released.sort();
+            slot.recall_releases(released.into_iter().map(|(_, ip)| ip));
+        }
         let neighbours = if applied.spec_changed { self.respan(key, slot.ranges()) } else { Vec::new() };
         if applied.spec_changed || applied.facts_changed {
             self.wake_purpose_waiters();

@@ -6,6 +6,7 @@ use crate::allocator::{Family, FamilyPool};
 
 use super::entry::PoolEntry;
 use super::keys::{HolderKey, PoolKey};
+use super::reservations::Reserved;
 
 /// Exact counts of one family of a pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,6 +20,8 @@ pub struct FamilyReport {
     pub free: u128,
     /// Held addresses that are not in the pool.
     pub out_of_range: u128,
+    /// Reserved addresses their claims do not hold: neither free nor used.
+    pub reserved: u128,
 }
 
 /// A pool's state, for its status and conditions.
@@ -48,6 +51,8 @@ pub struct PoolReport {
     pub unclaimed: Vec<HolderKey>,
     /// Addresses remembered for released claims, with their deadlines.
     pub remembered: Vec<(HolderKey, IpAddr, k8s_openapi::jiff::Timestamp)>,
+    /// The pool's reservations, each with the holders of its address.
+    pub reservations: Vec<(Reserved, Vec<HolderKey>)>,
 }
 
 impl PoolReport {
@@ -59,6 +64,7 @@ impl PoolReport {
             conflicts: entry.conflicts(),
             remembered: entry.remembered(),
             object_holders: entry.object_holders(),
+            reservations: entry.reservation_holders(),
             ..PoolReport::default()
         };
         match entry.allocators() {
@@ -70,12 +76,14 @@ impl PoolReport {
                     .iter()
                     .map(|pool| {
                         let counts = pool.counts();
+                        let reserved = entry.reserved_aside(pool.family());
                         FamilyReport {
                             family: Some(pool.family()),
                             total: counts.total,
-                            used: counts.used,
+                            used: counts.used.saturating_sub(reserved),
                             free: counts.free,
                             out_of_range: counts.out_of_range,
+                            reserved,
                         }
                     })
                     .collect();
@@ -102,6 +110,7 @@ impl PoolReport {
             used: sum.used.saturating_add(f.used),
             free: sum.free.saturating_add(f.free),
             out_of_range: sum.out_of_range.saturating_add(f.out_of_range),
+            reserved: sum.reserved.saturating_add(f.reserved),
         })
     }
 }

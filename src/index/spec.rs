@@ -1,6 +1,6 @@
 //! From a pool object's spec to the allocator's per-family definitions.
 
-use crate::allocator::{Family, FamilyPool, FamilySpec, PrefixSpec};
+use crate::allocator::{Family, FamilyPool, FamilySpec, PrefixSpec, Strategy};
 use crate::api::{IPPoolSpec, PrefixPoolSpec};
 
 /// The spec of a pool of any kind.
@@ -27,10 +27,32 @@ impl From<&PrefixPoolSpec> for PoolSpec {
 impl PoolSpec {
     /// The allocators the spec describes, or why it describes none.
     pub fn allocators(&self) -> Result<Vec<FamilyPool>, String> {
-        match self {
-            PoolSpec::Addresses(spec) => build_allocators(spec),
-            PoolSpec::Prefixes(spec) => build_prefix_allocator(spec).map(|pool| vec![pool]),
+        let mut pools = match self {
+            PoolSpec::Addresses(spec) => build_allocators(spec)?,
+            PoolSpec::Prefixes(spec) => vec![build_prefix_allocator(spec)?],
+        };
+        for pool in &mut pools {
+            pool.set_strategy(self.strategy());
         }
+        Ok(pools)
+    }
+
+    /// The pool's reservations checked against its allocators, or the first problem.
+    pub fn reservations(&self, allocators: &[FamilyPool]) -> Result<Vec<super::Reserved>, String> {
+        let listed = match self {
+            PoolSpec::Addresses(spec) => spec.reservations.as_deref(),
+            PoolSpec::Prefixes(spec) => spec.reservations.as_deref(),
+        };
+        super::reservations::check(listed.unwrap_or_default(), allocators)
+    }
+
+    /// The order the pool hands out free addresses in.
+    pub fn strategy(&self) -> Strategy {
+        let field = match self {
+            PoolSpec::Addresses(spec) => spec.allocation_strategy,
+            PoolSpec::Prefixes(spec) => spec.allocation_strategy,
+        };
+        field.unwrap_or_default().into()
     }
 
     /// The prefix and gateway written into `IPAddress`es of `family`.
@@ -197,6 +219,8 @@ mod tests {
             allocation_prefix_length: Some(56),
             gateway: Some("fd00::1".into()),
             excluded_prefixes: None,
+            allocation_strategy: None,
+            reservations: None,
         });
         assert_eq!(spec.settings(Family::V6), Some((56, Some("fd00::1".into()))));
         assert_eq!(spec.settings(Family::V4), None);

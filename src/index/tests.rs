@@ -94,7 +94,10 @@ fn an_explicit_request_wins_over_a_memory() {
     index.allocate(&key, &holder("vm"), Request::default()).unwrap();
     index.release_claim(&key, &holder("vm"));
     let wanted = "10.0.0.4".parse().unwrap();
-    assert_eq!(index.allocate(&key, &holder("vm"), Request { address: Some(wanted), family: None }), Ok(wanted));
+    assert_eq!(
+        index.allocate(&key, &holder("vm"), Request { address: Some(wanted), ..Request::default() }),
+        Ok(wanted)
+    );
 }
 
 #[test]
@@ -124,7 +127,7 @@ fn overlapping_pools_never_hand_out_an_address_the_other_holds() {
     // And the global pool skips what the namespaced one handed out.
     assert_eq!(index.allocate(&g, &holder("c3"), Request::default()).map(|i| i.to_string()), Ok("10.0.0.4".into()));
     let refused =
-        index.allocate(&g, &holder("c4"), Request { address: Some("10.0.0.1".parse().unwrap()), family: None });
+        index.allocate(&g, &holder("c4"), Request { address: Some("10.0.0.1".parse().unwrap()), ..Request::default() });
     assert!(matches!(refused, Err(AllocError::Requested { .. })), "{refused:?}");
 }
 
@@ -225,4 +228,29 @@ fn a_pools_report_names_the_pools_it_overlaps_until_they_go() {
     assert!(index.report(&far).overlaps.is_empty());
     index.remove_pool(&b);
     assert!(index.report(&a).overlaps.is_empty(), "a deleted pool overlaps nothing");
+}
+
+fn lrr_spec(addresses: &[&str]) -> IPPoolSpec {
+    IPPoolSpec { allocation_strategy: Some(crate::api::AllocationStrategy::LeastRecentlyReleased), ..spec(addresses) }
+}
+
+#[test]
+fn a_least_recently_released_pool_keeps_its_release_order_over_an_edit_and_a_restart() {
+    let (index, _t) = Index::new(Duration::ZERO);
+    let key = PoolKey::in_cluster("ns", "p");
+    index.upsert_pool(&key, &lrr_spec(&["10.0.0.1-10.0.0.4"]), PoolFacts::default(), &[]);
+    let first = index.allocate(&key, &holder("a"), Request::default()).unwrap();
+    index.release_claim(&key, &holder("a"));
+    // An edit keeps 10.0.0.1 at the back of the line.
+    index.upsert_pool(&key, &lrr_spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &[]);
+    let next = index.allocate(&key, &holder("b"), Request::default()).unwrap();
+    assert_eq!((first.to_string(), next.to_string()), ("10.0.0.1".into(), "10.0.0.2".into()));
+
+    // A new process learns the order from the pool's status (its sticky memory) only.
+    let (restarted, _t) = Index::new(Duration::from_secs(600));
+    let until = Timestamp::now().checked_add(SignedDuration::from_secs(60)).unwrap();
+    let remembered = [(holder("a"), first, until)];
+    restarted.upsert_pool(&key, &lrr_spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &remembered);
+    let after = restarted.allocate(&key, &holder("c"), Request::default()).unwrap();
+    assert_eq!(after.to_string(), "10.0.0.2", "10.0.0.1 was released lately, the status says");
 }

@@ -58,7 +58,7 @@ fn feed_addresses(index: &Index, addresses: &[IPAddress]) {
 }
 
 /// Builds the index from the inventory's pools and addresses, as the controller does on start.
-fn build_index(inventory: &Inventory, now: Timestamp) -> Index {
+pub(crate) fn build_index(inventory: &Inventory, now: Timestamp) -> Index {
     let (index, _triggers) = Index::with_clock(STICKY, Arc::new(move || now));
     feed_pools(&index, &inventory.in_cluster_pools);
     feed_pools(&index, &inventory.global_pools);
@@ -246,6 +246,7 @@ pub fn analyse(inventory: &Inventory, now: Timestamp) -> Findings {
         .collect();
     let known_pools: BTreeSet<PoolKey> = pools.iter().map(|(key, _)| key.clone()).collect();
     let mut conflicts = address_conflicts(&index, &addresses_by_pool(&inventory.addresses), &known_pools);
+    conflicts.extend(super::reservations::contradicted(&index, &known_pools, &inventory.claims));
     let outcome = claims::decide(&index, inventory);
     let mut sorted = sort_out(outcome.decisions);
     // A claim refused an address that two IPAddresses hold: that duplicate is reported already.

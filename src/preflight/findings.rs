@@ -104,6 +104,8 @@ pub enum ConflictKind {
     ClaimedTwice,
     /// A claim's own `IPAddress` that the controller would refuse to adopt.
     NotAdoptable,
+    /// An address of `spec.reservations` that a claim it is not reserved for holds.
+    ReservationHeld,
 }
 
 impl ConflictKind {
@@ -115,6 +117,7 @@ impl ConflictKind {
             ConflictKind::Foreign => "foreign",
             ConflictKind::ClaimedTwice => "claimedTwice",
             ConflictKind::NotAdoptable => "notAdoptable",
+            ConflictKind::ReservationHeld => "reservationHeld",
         }
     }
 }

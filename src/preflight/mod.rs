@@ -5,17 +5,19 @@
 //! gather (list calls) -> analyse (pure: the controller's own index and decisions) -> report.
 
 mod analyse;
-mod claims;
+pub(crate) mod claims;
 mod findings;
-mod gather;
+pub(crate) mod gather;
 mod other_provider;
 mod report;
+mod reservations;
 mod rules;
 
 use anyhow::Context as _;
 use k8s_openapi::jiff::Timestamp;
 
 use analyse::analyse;
+pub(crate) use analyse::build_index;
 #[cfg(test)]
 use gather::Inventory;
 use gather::gather;
@@ -38,15 +40,21 @@ pub const PROBLEMS: i32 = 1;
 /// Exit status when preflight could not look (no cluster, no permission, no CRDs).
 pub const FAILED: i32 = 2;
 
-/// Reads the cluster `kubeconfig` points at (or the usual one), prints the findings, and returns
-/// the exit status.
-pub async fn run(kubeconfig: Option<&std::path::Path>, output: Output) -> anyhow::Result<i32> {
+/// A client of the cluster `kubeconfig` points at (or the usual one), once it answers.
+pub(crate) async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
     let config = crate::client::config(kubeconfig).await?;
     let server = config.cluster_url.clone();
     let client = kube::Client::try_from(config)?;
     client.apiserver_version().await.with_context(|| {
         format!("reaching the API server at {server}: check the kubeconfig's server and credentials, and the network")
     })?;
+    Ok(client)
+}
+
+/// Reads the cluster `kubeconfig` points at (or the usual one), prints the findings, and returns
+/// the exit status.
+pub async fn run(kubeconfig: Option<&std::path::Path>, output: Output) -> anyhow::Result<i32> {
+    let client = connect(kubeconfig).await?;
     let inventory = gather(&client).await?;
     let mut findings = analyse(&inventory, Timestamp::now());
     findings.other_provider = other_provider::read(&client, crate::other_provider::IN_CLUSTER_LEASE).await;

@@ -307,3 +307,32 @@ fn an_unserved_claims_address_on_the_gateway_is_not_adopted() {
     assert!(refused.message.contains("gateway"), "{}", refused.message);
     assert_eq!(f.summary.adopted, 0);
 }
+
+#[test]
+fn a_reserved_address_another_claim_holds_is_reported_and_its_claim_waits() {
+    let reserved = pool(
+        "r",
+        json!({"addresses": ["10.0.0.10-10.0.0.20"], "prefix": 24,
+               "reservations": [{"address": "10.0.0.12", "claimName": "vm-0"}, {"address": "10.0.0.13", "claimName": "vm-1"}]}),
+    );
+    let inv = inventory(
+        vec![reserved],
+        vec![address("a", "r", "10.0.0.12"), address("vm-1", "r", "10.0.0.13")],
+        vec![served("a", "r"), served("vm-1", "r"), claim("vm-0", "r")],
+    );
+    let f = findings(&inv);
+    assert_eq!(kinds(&f), [ConflictKind::ReservationHeld], "vm-1 holding its own is fine");
+    let conflict = &f.conflicts[0];
+    assert_eq!(
+        (conflict.address.as_deref(), conflict.objects.as_slice()),
+        (Some("10.0.0.12"), ["ns/a".to_owned()].as_slice())
+    );
+    assert!(
+        conflict.message.contains("reserved for claim vm-0 (spec.reservations[0]) but ns/a holds it"),
+        "{}",
+        conflict.message
+    );
+    assert!(!f.clean);
+    let waiting = f.waiting.iter().find(|w| w.claim == "ns/vm-0").expect("vm-0 waits");
+    assert!(waiting.message.contains("reserved for this claim"), "{}", waiting.message);
+}

@@ -5,7 +5,8 @@
 //! - used: the `IPAddress` objects in the pool (out-of-range ones included);
 //! - outOfRange: the distinct addresses of those objects the pool does not hand out (one of a
 //!   family the pool lacks counts against its first family);
-//! - free: total minus the distinct in-range addresses. Where a pool shares its addresses with
+//! - free: total minus the distinct in-range addresses and the reserved addresses
+//!   (`spec.reservations`) nobody holds. Where a pool shares its addresses with
 //!   another that holds some of them, ferro-ipam skips those too once it meets them while
 //!   allocating, so free may be lower by up to that many (and a family's used higher).
 //!
@@ -46,7 +47,9 @@ pub fn check(world: &World, held: &[Held], found: &mut Findings) {
                 }
             }
             Ok(families) => {
-                let expected = expected(id, &families, held);
+                let reserved: BTreeSet<IpAddr> =
+                    pool.spec.reservations.iter().flatten().filter_map(|r| r.address.parse().ok()).collect();
+                let expected = expected(id, &families, held, &reserved);
                 let objects = held.iter().filter(|h| h.pool == *id).count();
                 compare(id, pool.status.as_ref(), &expected, objects, found);
             }
@@ -54,8 +57,9 @@ pub fn check(world: &World, held: &[Held], found: &mut Findings) {
     }
 }
 
-fn expected(id: &PoolId, families: &[FamilyRanges], held: &[Held]) -> Vec<FamilyCounts> {
+fn expected(id: &PoolId, families: &[FamilyRanges], held: &[Held], reserved: &BTreeSet<IpAddr>) -> Vec<FamilyCounts> {
     let own: BTreeSet<IpAddr> = held.iter().filter(|h| h.pool == *id).map(|h| h.ip).collect();
+    let aside: BTreeSet<IpAddr> = reserved.difference(&own).copied().collect();
     let neighbours: BTreeSet<IpAddr> = held
         .iter()
         .filter(|h| h.pool != *id && h.pool.shares_addresses_with(id) && !own.contains(&h.ip))
@@ -74,11 +78,12 @@ fn expected(id: &PoolId, families: &[FamilyRanges], held: &[Held]) -> Vec<Family
                 out_of_range += foreign_family as u128;
             }
             let skipped = count(&neighbours, &|ip| f.contains(ip));
+            let taken = in_range + count(&aside, &|ip| f.contains(ip));
             FamilyCounts {
                 family: f.family,
                 total: f.size(),
                 used: (in_range + out_of_range, in_range + out_of_range + skipped),
-                free: (f.free_after(in_range + skipped), f.free_after(in_range)),
+                free: (f.free_after(taken + skipped), f.free_after(taken)),
                 out_of_range,
             }
         })

@@ -274,5 +274,11 @@ async fn the_documented_examples_apply_and_every_claim_is_served() {
     assert_eq!(v6s, ["fd00:10::10", "fd00:10::11"]);
     assert_eq!((v6.spec.prefix, v6.spec.gateway.as_deref()), (64, Some("fd00:10::1")));
     assert_eq!(s.wait_allocated("ingress-vip", PROMPTLY).await.unwrap().spec.address, "10.0.20.42");
+    apply_example(&s, "allocation-strategy.yaml");
+    assert_eq!(s.wait_allocated("worker-0", PROMPTLY).await.unwrap().spec.address, "10.0.30.10");
+    apply_example(&s, "reservations.yaml");
+    let reserved = s.wait_allocated("wl-control-plane-0-0-0", PROMPTLY).await.unwrap();
+    assert_eq!(reserved.spec.address, "10.0.40.10");
+    assert_eq!(s.wait_allocated("wl-md-0-abcde-0-0", PROMPTLY).await.unwrap().spec.address, "10.0.40.12");
     invariants::check(&s.client, &[&s.ns]).await.unwrap();
 }

@@ -2,6 +2,7 @@
 //! Each scenario has its own namespace (and provider); all share one control plane.
 
 mod addresses;
+mod answers;
 mod consumers;
 mod crash;
 mod extensions;
@@ -12,6 +13,8 @@ mod prefix;
 mod prefix_status;
 mod providers;
 mod purpose;
+mod reservations;
+mod strategy;
 mod validation;
 mod vip;
 

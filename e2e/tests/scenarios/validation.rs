@@ -4,6 +4,7 @@
 //! pool condition and an Event, and the allocated addresses are kept. Ranges: `ranges.rs`.
 
 mod ranges;
+mod reservations;
 
 use ferro_ipam_e2e::invariants;
 use std::time::Duration;

@@ -42,7 +42,7 @@ pub use address::belongs_to;
 pub use gate::{ClusterState, Gate, gate};
 use loaded::{Loaded, Serving};
 use purpose::Choice;
-pub use purpose::Target;
+pub use purpose::{Target, passed_over};
 pub use request::of as request_of;
 use status::Readiness;
 

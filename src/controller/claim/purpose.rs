@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
-use crate::index::{HolderKey, PoolKey};
+use crate::index::{HolderKey, PoolFacts, PoolKey};
 use crate::selection::{self, Candidates, Purpose};
 
 use super::Failure;
@@ -80,10 +80,16 @@ async fn candidates(
 
 /// Why a pool cannot serve now, or None when it may be tried.
 fn unusable(ctx: &Context, pool: &PoolKey) -> Option<String> {
-    if pool.kind.is_global() && ctx.only_namespace.is_some() {
+    passed_over(pool, ctx.only_namespace.is_some(), ctx.index.pool_facts(pool).as_ref())
+}
+
+/// Why a candidate pool is passed over before an address is asked of it (pure): a global pool
+/// while ferro-ipam serves one namespace, or a pool missing, paused or being deleted.
+pub fn passed_over(pool: &PoolKey, one_namespace: bool, facts: Option<&PoolFacts>) -> Option<String> {
+    if pool.kind.is_global() && one_namespace {
         return Some("this ferro-ipam runs with --namespace and serves no global pool".to_owned());
     }
-    match ctx.index.pool_facts(pool) {
+    match facts {
         None => Some("not found".to_owned()),
         Some(f) if f.paused => Some("paused".to_owned()),
         Some(f) if f.deleting => Some("being deleted".to_owned()),

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use crate::allocator::Family;
 use crate::api::capi::IPAddressClaim;
 use crate::api::keys::{IP_FAMILY_ANNOTATION, REQUESTED_ADDRESS_ANNOTATION};
-use crate::index::Request;
+use crate::index::{ClaimOwner, Request};
 
 fn parse_family(value: &str) -> Option<Family> {
     match value.trim().to_ascii_lowercase().as_str() {
@@ -57,7 +57,12 @@ pub fn of(claim: &IPAddressClaim, dual_stack: bool) -> Result<Request, String> {
             Family::of(address)
         ));
     }
-    Ok(Request { family: address.map(Family::of).or(family), address })
+    let owners = claim
+        .owner_references()
+        .iter()
+        .map(|owner| ClaimOwner { kind: owner.kind.clone(), name: owner.name.clone() })
+        .collect();
+    Ok(Request { family: address.map(Family::of).or(family), address, owners })
 }
 
 #[cfg(test)]
@@ -96,7 +101,10 @@ mod tests {
     #[test]
     fn requested_address_brings_its_family_and_must_agree_with_the_annotation() {
         let c = annotated("vm-0", &[(REQUESTED_ADDRESS_ANNOTATION, "fd00::7")]);
-        assert_eq!(of(&c, false), Ok(Request { family: Some(Family::V6), address: Some("fd00::7".parse().unwrap()) }));
+        assert_eq!(
+            of(&c, false),
+            Ok(Request { family: Some(Family::V6), address: Some("fd00::7".parse().unwrap()), owners: Vec::new() })
+        );
         let clash = annotated("vm-0", &[(REQUESTED_ADDRESS_ANNOTATION, "10.0.0.7"), (IP_FAMILY_ANNOTATION, "IPv6")]);
         assert!(of(&clash, true).is_err());
         let bad = annotated("vm-0", &[(REQUESTED_ADDRESS_ANNOTATION, "10.0.0.999")]);

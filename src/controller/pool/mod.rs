@@ -112,8 +112,13 @@ async fn patch_pool<K: PoolObject>(ctx: &Context, pool: &K, patch: &serde_json::
 
 /// The merge patch that makes the pool's status exactly `desired`: fields it lacks are cleared.
 fn status_patch(desired: &crate::api::IPPoolStatus) -> serde_json::Value {
+    // A merge patch keeps the fields of an object it leaves out: clear a stale reserved count.
+    let mut counts = json!(desired.ip_addresses);
+    if let Some(fields) = counts.as_object_mut() {
+        fields.entry("reserved").or_insert(serde_json::Value::Null);
+    }
     json!({ "status": {
-        "ipAddresses": desired.ip_addresses,
+        "ipAddresses": counts,
         "families": if desired.families.is_empty() { serde_json::Value::Null } else { json!(desired.families) },
         "recentlyReleased": if desired.recently_released.is_empty() { serde_json::Value::Null } else { json!(desired.recently_released) },
         "conditions": desired.conditions,
@@ -132,5 +137,14 @@ mod tests {
         assert!(
             patch["status"].as_object().is_some_and(|o| o.contains_key("ipAddresses") && o.contains_key("families"))
         );
+    }
+
+    #[test]
+    fn status_patch_clears_a_reserved_count_once_nothing_is_set_aside() {
+        let counts = crate::api::pool::IPAddressCounts { total: 3, used: 3, free: 0, out_of_range: 0, reserved: None };
+        let status = crate::api::IPPoolStatus { ip_addresses: Some(counts), ..Default::default() };
+        let patch = status_patch(&status);
+        assert!(patch["status"]["ipAddresses"].as_object().is_some_and(|o| o["reserved"].is_null()), "{patch}");
+        assert_eq!(patch["status"]["ipAddresses"]["total"], 3);
     }
 }

@@ -124,6 +124,7 @@ pub fn desired(
         used: i64::try_from(report.address_objects).unwrap_or(i64::MAX),
         free: saturate(totals.free),
         out_of_range: saturate(totals.out_of_range),
+        reserved: (totals.reserved > 0).then(|| saturate(totals.reserved)),
     });
     let families = report
         .families
@@ -134,6 +135,7 @@ pub fn desired(
             used: f.used.to_string(),
             free: f.free.to_string(),
             out_of_range: f.out_of_range.to_string(),
+            reserved: (f.reserved > 0).then(|| f.reserved.to_string()),
         })
         .collect();
     let (ready, reason, message) = readiness(report, deleting_with);
@@ -176,7 +178,14 @@ mod tests {
 
     fn report(total: u128, free: u128, objects: usize) -> PoolReport {
         PoolReport {
-            families: vec![FamilyReport { family: Some(Family::V4), total, used: total - free, free, out_of_range: 0 }],
+            families: vec![FamilyReport {
+                family: Some(Family::V4),
+                total,
+                used: total - free,
+                free,
+                out_of_range: 0,
+                reserved: 0,
+            }],
             address_objects: objects,
             held: objects,
             ..PoolReport::default()
@@ -190,7 +199,10 @@ mod tests {
     #[test]
     fn counts_follow_the_report_and_used_counts_address_objects() {
         let s = desired(&report(10, 7, 3), None, Some(1), None, now());
-        assert_eq!(s.ip_addresses, Some(IPAddressCounts { total: 10, used: 3, free: 7, out_of_range: 0 }));
+        assert_eq!(
+            s.ip_addresses,
+            Some(IPAddressCounts { total: 10, used: 3, free: 7, out_of_range: 0, reserved: None })
+        );
         assert_eq!(s.families[0].family, "IPv4");
         assert_eq!(s.conditions[0].reason, "Valid");
     }

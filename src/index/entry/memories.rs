@@ -17,7 +17,7 @@ impl PoolEntry {
         let mut freed = false;
         for ip in free {
             self.foreign.remove(&ip);
-            freed |= self.allocator_for(ip).is_some_and(|pool| pool.release(ip));
+            freed |= self.reserved(ip).is_none() && self.allocator_for(ip).is_some_and(|pool| pool.release(ip));
         }
         freed
     }

@@ -1,0 +1,173 @@
+//! Pools by use, the fastest-filling first (pure: no client).
+//!
+//! Counts come from each pool's status (as the controller wrote it); the filling rate from the
+//! `IPAddress` objects of the pool created in the last hour.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use serde::Serialize;
+
+use crate::index::PoolKey;
+use crate::preflight::gather::Inventory;
+
+use super::pools::{self, Pool};
+
+/// How far back the filling rate looks.
+const WINDOW: SignedDuration = SignedDuration::from_hours(1);
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Top {
+    pub pools: Vec<Row>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Row {
+    pub pool: String,
+    pub strategy: String,
+    /// From `status.ipAddresses`; absent until the controller has written the pool's status.
+    pub total: Option<i64>,
+    pub used: Option<i64>,
+    pub free: Option<i64>,
+    pub reserved: Option<i64>,
+    /// `used / total`, in percent.
+    pub percent_used: Option<f64>,
+    /// `IPAddress` objects of the pool created in the last hour.
+    pub last_hour: usize,
+    /// At the last hour's rate, hours until no address is free.
+    pub hours_to_full: Option<f64>,
+    /// The pool's `Ready` condition: reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+}
+
+fn row(pool: &Pool<'_>, created_lately: usize) -> Row {
+    let counts = pool.status.and_then(|s| s.ip_addresses.as_ref());
+    let percent_used = counts.filter(|c| c.total > 0).map(|c| 100.0 * c.used as f64 / c.total as f64);
+    let hours_to_full = counts.filter(|_| created_lately > 0).map(|c| c.free.max(0) as f64 / created_lately as f64);
+    let ready = pool.status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());
+    Row {
+        pool: pool.key.to_string(),
+        strategy: pool.spec.strategy().to_string(),
+        total: counts.map(|c| c.total),
+        used: counts.map(|c| c.used),
+        free: counts.map(|c| c.free),
+        reserved: counts.and_then(|c| c.reserved),
+        percent_used,
+        last_hour: created_lately,
+        hours_to_full,
+        ready,
+    }
+}
+
+/// Fastest-filling first (fewest hours to full), then the fullest.
+fn order(a: &Row, b: &Row) -> Ordering {
+    let to_full = |r: &Row| r.hours_to_full.unwrap_or(f64::INFINITY);
+    to_full(a)
+        .total_cmp(&to_full(b))
+        .then_with(|| b.percent_used.unwrap_or(-1.0).total_cmp(&a.percent_used.unwrap_or(-1.0)))
+        .then_with(|| a.pool.cmp(&b.pool))
+}
+
+/// The pools (of `namespace` only, when given), ordered.
+pub(super) fn answer(inventory: &Inventory, namespace: Option<&str>, now: Timestamp) -> Top {
+    let since = now.checked_sub(WINDOW).unwrap_or(now);
+    let created_lately = |key: &PoolKey| {
+        inventory
+            .addresses
+            .iter()
+            .filter(|a| a.metadata.creation_timestamp.as_ref().is_some_and(|t| t.0 >= since))
+            .filter(|a| {
+                let ns = a.namespace().unwrap_or_default();
+                PoolKey::of_address(&ns, &a.spec.pool_ref, a.annotations()).as_ref() == Some(key)
+            })
+            .count()
+    };
+    let mut rows: Vec<Row> = pools::all(inventory)
+        .iter()
+        .filter(|p| namespace.is_none_or(|ns| p.key.namespace.as_deref() == Some(ns)))
+        .map(|p| row(p, created_lately(&p.key)))
+        .collect();
+    rows.sort_by(order);
+    Top { pools: rows }
+}
+
+fn cell<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+/// The table for people.
+pub(super) fn text(top: &Top) -> String {
+    let mut lines = vec![[
+        "POOL".to_owned(),
+        "STRATEGY".into(),
+        "TOTAL".into(),
+        "USED".into(),
+        "FREE".into(),
+        "RESERVED".into(),
+        "USE%".into(),
+        "LAST HOUR".into(),
+        "FULL IN".into(),
+        "READY".into(),
+    ]];
+    for r in &top.pools {
+        lines.push([
+            r.pool.clone(),
+            r.strategy.clone(),
+            cell(r.total),
+            cell(r.used),
+            cell(r.free),
+            cell(r.reserved),
+            cell(r.percent_used.map(|p| format!("{p:.1}"))),
+            format!("+{}", r.last_hour),
+            cell(r.hours_to_full.map(|h| format!("{h:.1}h"))),
+            cell(r.ready.clone()),
+        ]);
+    }
+    let widths: Vec<usize> = (0..10).map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for line in lines {
+        let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    if top.pools.is_empty() {
+        out.push_str("no pools\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pool: &str, percent_used: Option<f64>, hours_to_full: Option<f64>) -> Row {
+        Row { pool: pool.into(), percent_used, hours_to_full, ..Row::default() }
+    }
+
+    #[test]
+    fn the_fastest_filling_pool_comes_first_then_the_fullest() {
+        let mut rows = [
+            row("quiet-full", Some(95.0), None),
+            row("slow", Some(10.0), Some(40.0)),
+            row("no-status", None, None),
+            row("fast", Some(50.0), Some(2.5)),
+            row("quiet-empty", Some(0.0), None),
+        ];
+        rows.sort_by(order);
+        let names: Vec<&str> = rows.iter().map(|r| r.pool.as_str()).collect();
+        assert_eq!(names, ["fast", "slow", "quiet-full", "quiet-empty", "no-status"]);
+    }
+
+    #[test]
+    fn the_table_shows_a_dash_for_what_the_status_lacks() {
+        let table = text(&Top { pools: vec![row("InClusterIPPool ns/p", None, None)] });
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].starts_with("POOL") && lines[0].ends_with("READY"), "{table}");
+        assert!(lines[1].starts_with("InClusterIPPool ns/p") && lines[1].contains("  -  "), "{table}");
+        assert_eq!(text(&Top::default()).lines().last(), Some("no pools"));
+    }
+}
