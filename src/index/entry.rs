@@ -489,7 +489,7 @@ impl PoolEntry {
 
     /// Who else holds `ip`, in words, if anyone: another holder in this pool, or an
     /// overlapping pool.
-    fn held_by_others(&self, holder: &HolderKey, ip: IpAddr) -> Option<String> {
+    pub(crate) fn held_by_others(&self, holder: &HolderKey, ip: IpAddr) -> Option<String> {
         let mut others: Vec<String> =
             self.users.get(&ip).into_iter().flatten().filter(|h| *h != holder).map(ToString::to_string).collect();
         others.sort();

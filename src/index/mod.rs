@@ -354,6 +354,12 @@ impl Index {
         result
     }
 
+    /// Whether a holder other than `holder` holds `ip`, in this pool or an overlapping one.
+    pub fn held_by_others(&self, pool: &PoolKey, holder: &HolderKey, ip: IpAddr) -> bool {
+        let slot = self.slot(pool);
+        lock(&slot).held_by_others(holder, ip).is_some()
+    }
+
     /// Triggers the claims whose address gained or lost another holder.
     fn wake_conflicting(&self, slot: &mut PoolEntry) {
         for holder in slot.take_woken() {

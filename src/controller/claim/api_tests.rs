@@ -183,6 +183,16 @@ async fn a_create_that_fails_on_the_wire_keeps_the_hold_for_the_next_attempt() {
 }
 
 /// A deleted claim with our finalizer whose `IPAddress` the watch shows.
+/// The patch that takes the deletion protection off the `IPAddress` (10.0.0.12).
+fn protection_dropped() -> Expect {
+    Expect::new(Method::PATCH, addresses(Some("c")))
+        .body(|body| {
+            let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+            expect(!finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
+        })
+        .answer(200, address("10.0.0.12", &[]))
+}
+
 fn deleted_claim() -> crate::api::capi::IPAddressClaim {
     let mut claim = fixtures::claim("c", "pool");
     claim.metadata.finalizers = Some(vec![RELEASE_ADDRESS_FINALIZER.into()]);
@@ -193,12 +203,7 @@ fn deleted_claim() -> crate::api::capi::IPAddressClaim {
 #[tokio::test]
 async fn a_deleted_claim_unprotects_and_deletes_its_address_then_drops_its_finalizer_tolerating_404s() {
     let (client, api) = MockApi::client(vec![
-        Expect::new(Method::PATCH, addresses(Some("c")))
-            .body(|body| {
-                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-                expect(!finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
-            })
-            .answer(200, address("10.0.0.12", &[])),
+        protection_dropped(),
         // Someone deleted it meanwhile, and the claim is gone by the time its finalizer is.
         Expect::new(Method::DELETE, addresses(Some("c"))).refuse(404, "NotFound"),
         Expect::new(Method::PATCH, claims("c"))
@@ -294,4 +299,32 @@ async fn a_claim_naming_its_running_cluster_finds_it_and_is_served_with_its_labe
 
     super::reconcile(Arc::new(claim), world.ctx.clone()).await.expect("served");
     api.finish();
+}
+
+#[tokio::test]
+async fn an_ipaddress_its_claim_never_named_is_deleted_when_another_holder_has_its_address() {
+    // What a create delayed past its term leaves: the claim's IPAddress holds 10.0.0.12, which
+    // the next leader handed to `other`, and the claim's status names no address.
+    let (client, api) = MockApi::client(vec![
+        protection_dropped(),
+        Expect::new(Method::DELETE, addresses(Some("c")))
+            .body(|body| {
+                expect(body["preconditions"]["uid"] == "addr-uid", "the delete is not bound to the object judged")
+            })
+            .answer(200, address("10.0.0.12", &[])),
+    ]);
+    let mut world = World::new(client);
+    let pool = with_pool(&world);
+    world.ctx.index.adopt(&pool, &HolderKey::new("ns", "other"), ip("10.0.0.12"), true).unwrap();
+    let mut unpublished = address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER]);
+    unpublished["metadata"]["uid"] = json!("addr-uid");
+    world.addresses.apply(&Event::Apply(serde_json::from_value(unpublished).unwrap()));
+    let mut claim = fixtures::claim("c", "pool");
+    claim.metadata.finalizers = Some(vec![RELEASE_ADDRESS_FINALIZER.into()]);
+
+    super::reconcile(Arc::new(claim), world.ctx.clone()).await.expect("the reconcile goes on");
+
+    api.finish();
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), None, "the claim took nothing");
+    assert_eq!(world.ctx.index.claim_hold(&pool, &HolderKey::new("ns", "other")), Some(ip("10.0.0.12")));
 }

@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::controller::Action;
 use serde_json::Value;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::api::capi::{IPAddress, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
@@ -237,7 +237,12 @@ async fn keep(
     // The claim takes over the object's hold, so the address stays reserved whatever happens
     // to the object; unless someone else holds it, or the pool may not hand it out.
     let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
-    ctx.index.adopt(&pool.key, holder, ip, bound).map_err(|e| not_ready(e, &pool.key))?;
+    if let Err(error) = ctx.index.adopt(&pool.key, holder, ip, bound) {
+        if !bound && ctx.index.held_by_others(&pool.key, holder, ip) {
+            return discard_unpublished(existing, holder, &error, ctx).await;
+        }
+        return Err(not_ready(error, &pool.key));
+    }
     if existing.metadata.deletion_timestamp.is_some() {
         // Deleted by hand while the claim lives: let it go, then recreate it with the same address.
         if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
@@ -251,6 +256,37 @@ async fn keep(
         info!(claim = %holder, %ip, "adopted an existing IPAddress");
     }
     Ok(Fulfilled::Written(ip))
+}
+
+/// The claim's `IPAddress` records an address another holder has, and the claim's status never
+/// named it: no consumer can have read it. It is what a write delayed past the leader's term
+/// leaves (a process paused after its fence let a create through, so that the create lands
+/// after another replica took over and handed the address out). The object is deleted, exactly
+/// that version, and the claim is served anew once the watch brings the deletion.
+async fn discard_unpublished(
+    existing: &IPAddress,
+    holder: &HolderKey,
+    conflict: &AllocError,
+    ctx: &Context,
+) -> Result<Fulfilled, Failure> {
+    warn!(
+        claim = %holder,
+        action = "delete IPAddress",
+        %conflict,
+        "the claim's IPAddress was never named by its status and another holder has its address: deleting it, then allocating anew"
+    );
+    if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
+        patch_address(ctx, holder, &patch).await?;
+    }
+    // Only the object judged here: a newer one of the same name is left alone (409 or 404).
+    let preconditions = Preconditions { uid: existing.metadata.uid.clone(), resource_version: None };
+    let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::default() };
+    ctx.fence.wait_open().await;
+    match ctx.address_api(&holder.namespace).delete(&holder.name, &params).await {
+        Ok(_) => Ok(Fulfilled::Pending),
+        Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(Fulfilled::Pending),
+        Err(e) => Err(Error::kube(format!("deleting IPAddress {holder}"), e).into()),
+    }
 }
 
 /// Step 5: a deleted claim gives its address back.
