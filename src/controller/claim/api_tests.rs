@@ -318,6 +318,9 @@ async fn an_ipaddress_its_claim_never_named_is_deleted_when_another_holder_has_i
     world.ctx.index.adopt(&pool, &HolderKey::new("ns", "other"), ip("10.0.0.12"), true).unwrap();
     let mut unpublished = address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER]);
     unpublished["metadata"]["uid"] = json!("addr-uid");
+    unpublished["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": IPAM, "kind": "IPAddressClaim", "name": "c", "uid": "c-uid", "controller": true
+    }]);
     world.addresses.apply(&Event::Apply(serde_json::from_value(unpublished).unwrap()));
     let mut claim = fixtures::claim("c", "pool");
     claim.metadata.finalizers = Some(vec![RELEASE_ADDRESS_FINALIZER.into()]);

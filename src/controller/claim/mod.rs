@@ -238,7 +238,7 @@ async fn keep(
     // to the object; unless someone else holds it, or the pool may not hand it out.
     let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
     if let Err(error) = ctx.index.adopt(&pool.key, holder, ip, bound) {
-        if !bound && ctx.index.held_by_others(&pool.key, holder, ip) {
+        if !bound && made_for(existing, claim) && ctx.index.held_by_others(&pool.key, holder, ip) {
             return discard_unpublished(existing, holder, &error, ctx).await;
         }
         return Err(not_ready(error, &pool.key));
@@ -258,11 +258,19 @@ async fn keep(
     Ok(Fulfilled::Written(ip))
 }
 
-/// The claim's `IPAddress` records an address another holder has, and the claim's status never
-/// named it: no consumer can have read it. It is what a write delayed past the leader's term
-/// leaves (a process paused after its fence let a create through, so that the create lands
-/// after another replica took over and handed the address out). The object is deleted, exactly
-/// that version, and the claim is served anew once the watch brings the deletion.
+/// Whether a provider made `address` for this very claim (it names the claim, by UID, as its
+/// controller), rather than someone by hand.
+fn made_for(address: &IPAddress, claim: &IPAddressClaim) -> bool {
+    let uid = claim.metadata.uid.as_deref();
+    address.owner_references().iter().any(|o| o.controller == Some(true) && uid == Some(o.uid.as_str()))
+}
+
+/// The claim's `IPAddress`, made for it, records an address another holder has, and the claim's
+/// status never named it: no consumer can have read it. It is what a write delayed past the
+/// leader's term leaves (a process paused after its fence let a create through, so that the
+/// create lands after another replica took over and handed the address out). The object is
+/// deleted, that one only (by UID), and the claim is served anew once the watch brings the
+/// deletion. An `IPAddress` made by hand is never deleted: it waits with `AddressConflict`.
 async fn discard_unpublished(
     existing: &IPAddress,
     holder: &HolderKey,
