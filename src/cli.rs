@@ -74,12 +74,28 @@ pub enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: crate::preflight::Output,
     },
-    /// Pools by use, the fastest-filling first (IPAddresses created in the last hour), with free
-    /// and reserved counts from their status. Read-only. Exit status: 0 answered, 2 could not look.
+    /// Pools by use, the fastest-filling first (IPAddresses created in the last hour, or the
+    /// leader's allocation and release counters with --metrics), with free and reserved counts
+    /// from their status. Read-only. Exit status: 0 answered, 2 could not look.
     Top {
         /// Only the namespaced pools of this namespace.
         #[arg(long, short = 'n')]
         namespace: Option<String>,
+        /// The leading replica's metrics endpoint (http(s)://HOST:PORT/metrics): the filling
+        /// rate is then the net of its allocation and release counters, read twice.
+        #[arg(long, value_name = "URL")]
+        metrics: Option<String>,
+        /// The time between the two reads of --metrics.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+        metrics_interval: Duration,
+        /// A file holding the bearer token for --metrics (the HTTPS endpoint of deploy/ allows
+        /// the ferro-ipam-metrics-reader ClusterRole).
+        #[arg(long, value_name = "PATH")]
+        metrics_token_file: Option<PathBuf>,
+        /// Accept the metrics endpoint's serving certificate without checking it (deploy/'s is
+        /// self-signed).
+        #[arg(long)]
+        metrics_insecure_skip_tls_verify: bool,
         /// Path to a kubeconfig, as for preflight.
         #[arg(long)]
         kubeconfig: Option<PathBuf>,

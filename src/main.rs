@@ -19,9 +19,24 @@ async fn main() -> anyhow::Result<()> {
         let kubeconfig = kubeconfig.as_deref().or(cli.run.kubeconfig.as_deref());
         std::process::exit(ferro_ipam::inspect::explain(kubeconfig, claim, *output).await);
     }
-    if let Some(Command::Top { namespace, kubeconfig, output }) = &cli.command {
+    if let Some(Command::Top {
+        namespace,
+        kubeconfig,
+        output,
+        metrics,
+        metrics_interval,
+        metrics_token_file,
+        metrics_insecure_skip_tls_verify,
+    }) = &cli.command
+    {
         let kubeconfig = kubeconfig.as_deref().or(cli.run.kubeconfig.as_deref());
-        std::process::exit(ferro_ipam::inspect::top(kubeconfig, namespace.as_deref(), *output).await);
+        let metrics = metrics.as_ref().map(|url| ferro_ipam::inspect::MetricsSource {
+            url: url.clone(),
+            token_file: metrics_token_file.clone(),
+            insecure: *metrics_insecure_skip_tls_verify,
+            interval: *metrics_interval,
+        });
+        std::process::exit(ferro_ipam::inspect::top(kubeconfig, namespace.as_deref(), metrics, *output).await);
     }
     if let Some(Command::Crds { output_dir }) = cli.command {
         match output_dir {

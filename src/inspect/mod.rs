@@ -6,6 +6,7 @@
 
 mod explain;
 mod pools;
+mod scrape;
 mod top;
 mod who_has;
 
@@ -97,11 +98,40 @@ pub async fn explain(kubeconfig: Option<&Path>, claim: &str, output: Output) -> 
     exit_status("explain", answered.await)
 }
 
+/// Where `top --metrics` reads the filling rate.
+pub struct MetricsSource {
+    pub url: String,
+    pub token_file: Option<std::path::PathBuf>,
+    pub insecure: bool,
+    pub interval: std::time::Duration,
+}
+
 /// `ferro-ipam top`.
-pub async fn top(kubeconfig: Option<&Path>, namespace: Option<&str>, output: Output) -> i32 {
+pub async fn top(
+    kubeconfig: Option<&Path>,
+    namespace: Option<&str>,
+    metrics: Option<MetricsSource>,
+    output: Output,
+) -> i32 {
     let answered = async {
         let (inventory, _) = load(kubeconfig).await?;
-        print(output, &top::answer(&inventory, namespace, Timestamp::now()), top::text)
+        let filling = match metrics {
+            None => None,
+            Some(source) => {
+                let token = match &source.token_file {
+                    Some(path) => Some(
+                        std::fs::read_to_string(path)
+                            .map_err(|e| anyhow::anyhow!("reading --metrics-token-file {}: {e}", path.display()))?
+                            .trim()
+                            .to_owned(),
+                    ),
+                    None => None,
+                };
+                let endpoint = scrape::Endpoint { url: source.url, token, insecure: source.insecure };
+                Some(scrape::filling(&endpoint, source.interval).await?)
+            }
+        };
+        print(output, &top::answer(&inventory, namespace, Timestamp::now(), filling.as_ref()), top::text)
     };
     exit_status("top", answered.await)
 }

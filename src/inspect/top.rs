@@ -1,9 +1,11 @@
 //! Pools by use, the fastest-filling first (pure: no client).
 //!
 //! Counts come from each pool's status (as the controller wrote it); the filling rate from the
-//! `IPAddress` objects of the pool created in the last hour.
+//! `IPAddress` objects of the pool created in the last hour, or, when the metrics endpoint is
+//! given, from its allocation and release counters over a few seconds.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -38,17 +40,23 @@ pub(super) struct Row {
     pub percent_used: Option<f64>,
     /// `IPAddress` objects of the pool created in the last hour.
     pub last_hour: usize,
-    /// At the last hour's rate, hours until no address is free.
+    /// Net addresses gained per hour (allocations minus releases), from the metrics endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net_per_hour: Option<f64>,
+    /// Hours until no address is free: at the metrics' net rate when given, else at the last
+    /// hour's.
     pub hours_to_full: Option<f64>,
     /// The pool's `Ready` condition: reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready: Option<String>,
 }
 
-fn row(pool: &Pool<'_>, created_lately: usize) -> Row {
+fn row(pool: &Pool<'_>, created_lately: usize, net_per_hour: Option<f64>) -> Row {
     let counts = pool.status.and_then(|s| s.ip_addresses.as_ref());
     let percent_used = counts.filter(|c| c.total > 0).map(|c| 100.0 * c.used as f64 / c.total as f64);
-    let hours_to_full = counts.filter(|_| created_lately > 0).map(|c| c.free.max(0) as f64 / created_lately as f64);
+    // The metrics' rate, when given, is the newer and counts releases too.
+    let per_hour = net_per_hour.unwrap_or(created_lately as f64);
+    let hours_to_full = counts.filter(|_| per_hour > 0.0).map(|c| c.free.max(0) as f64 / per_hour);
     let ready = pool.status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());
     Row {
         pool: pool.key.to_string(),
@@ -59,6 +67,7 @@ fn row(pool: &Pool<'_>, created_lately: usize) -> Row {
         reserved: counts.and_then(|c| c.reserved),
         percent_used,
         last_hour: created_lately,
+        net_per_hour,
         hours_to_full,
         ready,
     }
@@ -73,8 +82,14 @@ fn order(a: &Row, b: &Row) -> Ordering {
         .then_with(|| a.pool.cmp(&b.pool))
 }
 
-/// The pools (of `namespace` only, when given), ordered.
-pub(super) fn answer(inventory: &Inventory, namespace: Option<&str>, now: Timestamp) -> Top {
+/// The pools (of `namespace` only, when given), ordered; `filling` is each pool's net gain per
+/// hour from the metrics endpoint, when it was read.
+pub(super) fn answer(
+    inventory: &Inventory,
+    namespace: Option<&str>,
+    now: Timestamp,
+    filling: Option<&BTreeMap<String, f64>>,
+) -> Top {
     let since = now.checked_sub(WINDOW).unwrap_or(now);
     let created_lately = |key: &PoolKey| {
         inventory
@@ -90,7 +105,10 @@ pub(super) fn answer(inventory: &Inventory, namespace: Option<&str>, now: Timest
     let mut rows: Vec<Row> = pools::all(inventory)
         .iter()
         .filter(|p| namespace.is_none_or(|ns| p.key.namespace.as_deref() == Some(ns)))
-        .map(|p| row(p, created_lately(&p.key)))
+        .map(|p| {
+            let net = filling.map(|rates| rates.get(&p.key.to_string()).copied().unwrap_or(0.0));
+            row(p, created_lately(&p.key), net)
+        })
         .collect();
     rows.sort_by(order);
     Top { pools: rows }
@@ -111,6 +129,7 @@ pub(super) fn text(top: &Top) -> String {
         "RESERVED".into(),
         "USE%".into(),
         "LAST HOUR".into(),
+        "NET/H".into(),
         "FULL IN".into(),
         "READY".into(),
     ]];
@@ -124,11 +143,12 @@ pub(super) fn text(top: &Top) -> String {
             cell(r.reserved),
             cell(r.percent_used.map(|p| format!("{p:.1}"))),
             format!("+{}", r.last_hour),
-            cell(r.hours_to_full.map(|h| format!("{h:.1}h"))),
+            cell(r.net_per_hour.map(|n| format!("{n:+.0}"))),
+            cell(r.hours_to_full.map(|h| if h < 1.0 { format!("{:.0}m", h * 60.0) } else { format!("{h:.1}h") })),
             cell(r.ready.clone()),
         ]);
     }
-    let widths: Vec<usize> = (0..10).map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..11).map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for line in lines {
         let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();

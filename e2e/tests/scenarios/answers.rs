@@ -14,10 +14,14 @@ const IN_CLUSTER: &str = "InClusterIPPool";
 
 /// Runs `ferro-ipam <args> --kubeconfig <plane> -o <format>`: it must answer (exit 0).
 fn run(s: &Scope, args: &[&str], format: &str) -> String {
+    run_with(&s.plane.kubeconfig, args, format)
+}
+
+fn run_with(kubeconfig: &std::path::Path, args: &[&str], format: &str) -> String {
     let output = Command::new(binary())
         .args(args)
         .arg("--kubeconfig")
-        .arg(&s.plane.kubeconfig)
+        .arg(kubeconfig)
         .args(["-o", format])
         .output()
         .expect("running ferro-ipam");
@@ -123,6 +127,55 @@ async fn top_lists_the_namespaces_pools_fastest_filling_first() {
     assert_eq!((nodes["reserved"].as_i64(), nodes["lastHour"].as_u64()), (Some(1), Some(1)));
     assert_eq!(nodes["hoursToFull"].as_f64(), Some(8.0), "8 free at 1 an hour");
     assert_eq!(rows[1]["hoursToFull"], Value::Null, "nothing allocated lately: never full");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn top_with_metrics_reads_the_leaders_counters_over_https_and_puts_the_busy_pool_first() {
+    // As deployed: metrics over HTTPS, read with the token of a metrics reader.
+    let s = Scope::new("top-metrics").await;
+    let provider = ferro_ipam_e2e::Provider::start_secure(s.plane, &s.provider_args()).unwrap();
+    let token_file = s.plane.dir.join(format!("{}-reader.token", s.ns));
+    std::fs::write(&token_file, crate::operations::scraper_token(s.plane, &s.ns, "reader", true)).unwrap();
+    // `idle` is the fuller, `busy` the one that fills while top reads the counters.
+    s.pool("idle", json!({"addresses": ["10.183.0.10-10.183.0.13"], "prefix": 24})).await.unwrap();
+    s.pool("busy", json!({"addresses": ["10.183.1.0/24"], "prefix": 24})).await.unwrap();
+    for name in ["i-0", "i-1"] {
+        s.claim(name, IN_CLUSTER, "idle").await.unwrap();
+        s.wait_allocated(name, PROMPTLY).await.unwrap();
+    }
+    let url = format!("https://{}/metrics", provider.metrics);
+    let token = token_file.to_string_lossy().into_owned();
+    let args: Vec<String> = ["top", "--namespace", &s.ns, "--metrics", &url, "--metrics-interval", "4s"]
+        .into_iter()
+        .chain(["--metrics-token-file", &token, "--metrics-insecure-skip-tls-verify"])
+        .map(str::to_owned)
+        .collect();
+    // top reads the counters twice, 4 s apart, while claims keep coming to `busy`.
+    let kubeconfig = s.plane.kubeconfig.clone();
+    let reading = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        eprintln!("$ ferro-ipam {}\n{}", args.join(" "), run_with(&kubeconfig, &args, "text"));
+        run_with(&kubeconfig, &args, "json")
+    });
+    for n in 0..24 {
+        s.claim(&format!("b-{n}"), IN_CLUSTER, "busy").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let json = reading.await.unwrap();
+    eprintln!("$ ferro-ipam top ... -o json\n{json}");
+    let top: Value = serde_json::from_str(&json).expect("JSON");
+    let rows = top["pools"].as_array().expect("rows");
+    let row =
+        |pool: &str| rows.iter().find(|r| r["pool"] == format!("InClusterIPPool {}/{pool}", s.ns)).expect("a row");
+    let busy = row("busy")["netPerHour"].as_f64().expect("busy has a rate from the metrics");
+    assert!(busy > 0.0, "busy gained addresses while top read: {busy}");
+    assert_eq!(row("idle")["netPerHour"].as_f64(), Some(0.0), "idle gained nothing");
+    assert_eq!(row("idle")["hoursToFull"], Value::Null, "a pool gaining nothing is never full");
+    assert_eq!(
+        rows[0]["pool"],
+        format!("InClusterIPPool {}/busy", s.ns),
+        "the filling pool first, though idle is fuller"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
