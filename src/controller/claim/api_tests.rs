@@ -182,6 +182,35 @@ async fn a_create_that_fails_on_the_wire_keeps_the_hold_for_the_next_attempt() {
     assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), Some(ip("10.0.0.10")));
 }
 
+#[tokio::test]
+async fn a_claim_gone_before_its_status_is_written_takes_its_new_address_with_it() {
+    // Found by the soak (seed 523): a term that began with a stale cache served a claim that had
+    // been deleted meanwhile, and its new IPAddress stayed behind, an orphan nobody released.
+    let mut created = address("10.0.0.10", &[PROTECT_ADDRESS_FINALIZER]);
+    created["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": IPAM, "kind": "IPAddressClaim", "name": "c", "uid": "c-uid"}]);
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::PATCH, claims("c")).answer(200, written_claim("2")),
+        Expect::new(Method::POST, addresses(None)).answer(201, created.clone()),
+        Expect::new(Method::PATCH, format!("{}/status", claims("c"))).refuse(404, "NotFound"),
+        Expect::new(Method::GET, addresses(Some("c"))).answer(200, created),
+        Expect::new(Method::PATCH, addresses(Some("c")))
+            .body(|body| {
+                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                expect(!finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
+            })
+            .answer(200, address("10.0.0.10", &[])),
+        Expect::new(Method::DELETE, addresses(Some("c"))).answer(200, address("10.0.0.10", &[])),
+    ]);
+    let world = World::new(client);
+    let pool = with_pool(&world);
+
+    super::reconcile(Arc::new(fixtures::claim("c", "pool")), world.ctx.clone()).await.expect("nothing to retry");
+
+    api.finish();
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), None, "the address is free again");
+}
+
 /// A deleted claim with our finalizer whose `IPAddress` the watch shows.
 /// The patch that takes the deletion protection off the `IPAddress` (10.0.0.12).
 fn protection_dropped() -> Expect {

@@ -102,8 +102,45 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
             return Err(error);
         }
     };
-    write_status(&ctx, &loaded, address_name, &readiness).await?;
-    Ok(action)
+    match write_status(&ctx, &loaded, address_name, &readiness).await {
+        Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) && address_name.is_some() => {
+            forsake(&loaded, &ctx).await
+        }
+        written => written.map(|()| action),
+    }
+}
+
+/// The claim was gone before its status could name its new address: a term that began with a
+/// stale cache served a claim deleted meanwhile. Nothing would ever release that address (the
+/// claim's deletion has come and gone), so its `IPAddress` goes now, and the hold with it.
+async fn forsake(loaded: &Loaded, ctx: &Context) -> Result<Action> {
+    let holder = &loaded.holder;
+    let existing = ctx
+        .address_api(&holder.namespace)
+        .get_opt(&holder.name)
+        .await
+        .map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?;
+    let claim_uid = uid_of(&loaded.claim);
+    let ours = |a: &IPAddress| a.owner_references().iter().any(|o| o.uid == claim_uid);
+    if let Some(existing) = existing.filter(ours) {
+        delete_address(ctx, holder, &existing).await?;
+        info!(claim = %holder, address = %existing.spec.address, "the claim was gone before its status was written; its new IPAddress is deleted");
+    }
+    ctx.served(holder);
+    ctx.index.release_claim_everywhere(holder);
+    Ok(Action::await_change())
+}
+
+/// Unprotects and deletes the claim's `IPAddress` (gone already is fine).
+async fn delete_address(ctx: &Context, holder: &HolderKey, existing: &IPAddress) -> Result<()> {
+    if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
+        patch_address(ctx, holder, &patch).await?;
+    }
+    match ctx.address_api(&holder.namespace).delete(&holder.name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if status_code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(Error::kube(format!("deleting IPAddress {holder}"), e)),
+    }
 }
 
 /// Step 3: the pool (a purpose claim's is chosen now, unless it has one), then the address:
@@ -315,14 +352,7 @@ async fn release(loaded: &Loaded, deleted_at: Timestamp, ctx: &Context) -> Resul
         None => api.get_opt(&holder.name).await.map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?,
     };
     if let Some(existing) = existing.filter(|a| pool_key.is_some_and(|key| address::belongs_to(a, claim, key))) {
-        if let Some(patch) = finalizers::without_finalizer(&existing, PROTECT_ADDRESS_FINALIZER) {
-            patch_address(ctx, holder, &patch).await?;
-        }
-        match api.delete(&holder.name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(404) => {}
-            Err(e) => return Err(Error::kube(format!("deleting IPAddress {holder}"), e)),
-        }
+        delete_address(ctx, holder, &existing).await?;
         if let Some(key) = pool_key {
             ctx.metrics.releases.get_or_create(&PoolLabels::of(key)).inc();
         }
