@@ -126,7 +126,7 @@ async fn forsake(loaded: &Loaded, ctx: &Context) -> Result<Action> {
         delete_address(ctx, holder, &existing).await?;
         info!(claim = %holder, address = %existing.spec.address, "the claim was gone before its status was written; its new IPAddress is deleted");
     }
-    ctx.served(holder);
+    ctx.waited(holder);
     ctx.index.release_claim_everywhere(holder);
     Ok(Action::await_change())
 }
