@@ -75,8 +75,8 @@ pub enum Command {
         output: crate::preflight::Output,
     },
     /// Pools by use, the fastest-filling first (IPAddresses created in the last hour, or the
-    /// leader's allocation and release counters with --metrics), with free and reserved counts
-    /// from their status. Read-only. Exit status: 0 answered, 2 could not look.
+    /// leader's allocation and release counters when its metrics endpoint is given), with free
+    /// and reserved counts from their status. Read-only. Exit status: 0 answered, 2 could not look.
     Top {
         /// Only the namespaced pools of this namespace.
         #[arg(long, short = 'n')]
