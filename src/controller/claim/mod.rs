@@ -123,7 +123,7 @@ async fn forsake(loaded: &Loaded, ctx: &Context) -> Result<Action> {
     let claim_uid = uid_of(&loaded.claim);
     let ours = |a: &IPAddress| a.owner_references().iter().any(|o| o.uid == claim_uid);
     if let Some(existing) = existing.filter(ours) {
-        delete_address(ctx, holder, &existing).await?;
+        delete_address(ctx, holder, &existing, None).await?;
         info!(claim = %holder, address = %existing.spec.address, "the claim was gone before its status was written; its new IPAddress is deleted");
     }
     ctx.waited(holder);
@@ -131,14 +131,22 @@ async fn forsake(loaded: &Loaded, ctx: &Context) -> Result<Action> {
     Ok(Action::await_change())
 }
 
-/// Unprotects and deletes the claim's `IPAddress` (gone already is fine).
-async fn delete_address(ctx: &Context, holder: &HolderKey, existing: &IPAddress) -> Result<()> {
+/// Unprotects and deletes the claim's `IPAddress` (gone already is fine, and so is another
+/// object of its name when `preconditions` name this one).
+async fn delete_address(
+    ctx: &Context,
+    holder: &HolderKey,
+    existing: &IPAddress,
+    preconditions: Option<Preconditions>,
+) -> Result<()> {
     if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
         patch_address(ctx, holder, &patch).await?;
     }
-    match ctx.address_api(&holder.namespace).delete(&holder.name, &DeleteParams::default()).await {
+    let exact = preconditions.is_some();
+    let params = DeleteParams { preconditions, ..DeleteParams::default() };
+    match ctx.address_api(&holder.namespace).delete(&holder.name, &params).await {
         Ok(_) => Ok(()),
-        Err(e) if status_code(&e) == Some(404) => Ok(()),
+        Err(e) if status_code(&e) == Some(404) || (exact && status_code(&e) == Some(409)) => Ok(()),
         Err(e) => Err(Error::kube(format!("deleting IPAddress {holder}"), e)),
     }
 }
@@ -320,18 +328,10 @@ async fn discard_unpublished(
         %conflict,
         "the claim's IPAddress was never named by its status and another holder has its address: deleting it, then allocating anew"
     );
-    if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
-        patch_address(ctx, holder, &patch).await?;
-    }
-    // Only the object judged here: a newer one of the same name is left alone (409 or 404).
-    let preconditions = Preconditions { uid: existing.metadata.uid.clone(), resource_version: None };
-    let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::default() };
-    ctx.fence.wait_open().await;
-    match ctx.address_api(&holder.namespace).delete(&holder.name, &params).await {
-        Ok(_) => Ok(Fulfilled::Pending),
-        Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(Fulfilled::Pending),
-        Err(e) => Err(Error::kube(format!("deleting IPAddress {holder}"), e).into()),
-    }
+    // Only the object judged here: a newer one of the same name is left alone (409).
+    let exactly = Preconditions { uid: existing.metadata.uid.clone(), resource_version: None };
+    delete_address(ctx, holder, existing, Some(exactly)).await?;
+    Ok(Fulfilled::Pending)
 }
 
 /// Step 5: a deleted claim gives its address back.
@@ -352,7 +352,7 @@ async fn release(loaded: &Loaded, deleted_at: Timestamp, ctx: &Context) -> Resul
         None => api.get_opt(&holder.name).await.map_err(|e| Error::kube(format!("reading IPAddress {holder}"), e))?,
     };
     if let Some(existing) = existing.filter(|a| pool_key.is_some_and(|key| address::belongs_to(a, claim, key))) {
-        delete_address(ctx, holder, &existing).await?;
+        delete_address(ctx, holder, &existing, None).await?;
         if let Some(key) = pool_key {
             ctx.metrics.releases.get_or_create(&PoolLabels::of(key)).inc();
         }
