@@ -55,6 +55,11 @@ impl Misconfig {
         self.publish(&seen);
     }
 
+    /// Whether any problem is being reported now.
+    pub fn has_problems(&self) -> bool {
+        !self.seen().is_empty()
+    }
+
     /// Every problem of `object` is gone (its request succeeded).
     pub fn resolved(&self, object: &str) {
         let mut seen = self.seen();

@@ -95,12 +95,15 @@ where
     let result = reconcile(object, ctx).instrument(span).await;
     // A write no retry can fix (RBAC, a webhook that cannot be called) is a misconfiguration of
     // this object until one of its reconciles succeeds.
-    let object = format!("{controller} {name}");
+    // Every reconcile passes here: the object's name is only written out when there is a
+    // problem to say or to resolve.
+    let object = || format!("{controller} {name}");
     match &result {
-        Ok(_) => misconfig.resolved(&object),
+        Ok(_) if misconfig.has_problems() => misconfig.resolved(&object()),
+        Ok(_) => {}
         Err(error) => {
             if let (Some(problem), Error::Kube { action, source }) = (error.problem(), error) {
-                misconfig.report(problem, &object, action, &crate::client::api_errors::describe(source));
+                misconfig.report(problem, &object(), action, &crate::client::api_errors::describe(source));
             }
         }
     }
