@@ -20,6 +20,7 @@ mod family;
 mod outcome;
 mod pool;
 mod prefix;
+mod prefix_error;
 mod ranges;
 mod rank;
 mod recency;
@@ -33,7 +34,8 @@ pub use self::entries::{EntryError, EntryKind, EntryRange, FamilySplit, parse_en
 pub use self::family::Family;
 pub use self::outcome::{AllocateError, Counts, Marked, NotInPool};
 pub use self::pool::{FamilyPool, MAX_LISTED_OUTSIDE};
-pub use self::prefix::{DEFAULT_ALLOCATION_LENGTH, PrefixError, PrefixSpec};
+pub use self::prefix::{DEFAULT_ALLOCATION_LENGTH, PrefixSpec};
+pub use self::prefix_error::PrefixError;
 pub use self::recency::MAX_REMEMBERED_RELEASES;
 pub use self::spec::{FamilySpec, SpecError, SpecField};
 pub use self::strategy::Strategy;

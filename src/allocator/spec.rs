@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use super::entries::{EntryError, EntryRange, parse_entry};
 use super::family::{Family, value_of};
 use super::outcome::NotInPool;
-use super::prefix::PrefixError;
+use super::prefix_error::PrefixError;
 use super::ranges::{self, Span};
 
 /// One family's pool definition, borrowed from the pool object.
@@ -128,6 +128,12 @@ impl fmt::Display for SpecError {
 }
 
 impl Error for SpecError {}
+
+impl From<PrefixError> for SpecError {
+    fn from(error: PrefixError) -> Self {
+        SpecError::Prefix(error)
+    }
+}
 
 /// A validated definition: what is allocatable, and why the rest is not.
 ///
