@@ -7,12 +7,10 @@ use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
 
 use super::keys::GLOBAL_IN_CLUSTER_IP_POOL;
-use super::validation;
+use super::validation::{self, apply_rules};
 
-/// Longest string a pool entry may be: an IPv6 range of two full-length addresses.
-pub const MAX_ENTRY_LENGTH: u32 = 100;
-/// Most entries a list of a pool may hold; bounds the cost of the CEL rules.
-pub const MAX_ENTRIES: u32 = 1024;
+// The limits live with the CEL rules they bound; named here too, where the fields use them.
+pub use super::validation::{MAX_ENTRIES, MAX_ENTRY_LENGTH};
 
 /// The addresses a pool hands out. Shared by both pool kinds.
 // clippy reads the repeated `type_ = ...` of the print columns as duplicated attributes.
@@ -274,13 +272,6 @@ global_pool!(
     GLOBAL_IN_CLUSTER_IP_POOL,
     "globalinclusterippools"
 );
-
-/// Adds CEL rules to a schema.
-pub(crate) fn apply_rules(schema: &mut Schema, rules: Vec<kube::core::Rule>) {
-    for rule in rules {
-        kube::core::validate(schema, rule).expect("a CEL rule serializes to JSON");
-    }
-}
 
 fn spec_rules(schema: &mut Schema) {
     apply_rules(schema, validation::family_rules("spec"));

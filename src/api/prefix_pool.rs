@@ -7,8 +7,9 @@ use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
 
 use super::keys::GLOBAL_IN_CLUSTER_PREFIX_POOL;
-use super::pool::{IPPoolStatus, MAX_ENTRIES, MAX_ENTRY_LENGTH, apply_rules, global_pool};
+use super::pool::{IPPoolStatus, global_pool};
 use super::prefix_validation;
+use super::validation::{MAX_ENTRIES, MAX_ENTRY_LENGTH, apply_rules};
 use crate::allocator::DEFAULT_ALLOCATION_LENGTH;
 
 /// The sub-prefixes a pool hands out. Shared by both prefix-pool kinds.

@@ -4,7 +4,7 @@ use kube::core::{Message, Rule};
 use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
 
-use super::pool::{MAX_ENTRY_LENGTH, apply_rules};
+use super::validation::{MAX_ENTRY_LENGTH, apply_rules};
 
 /// Most reservations a pool may hold; bounds the cost of the CEL rules that compare them pairwise.
 pub const MAX_RESERVATIONS: u32 = 128;

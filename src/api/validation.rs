@@ -9,6 +9,19 @@
 //! controller as `Ready=False` and an Event instead.
 
 use kube::core::{Message, Rule};
+use schemars::Schema;
+
+/// Longest string a pool entry may be: an IPv6 range of two full-length addresses.
+pub const MAX_ENTRY_LENGTH: u32 = 100;
+/// Most entries a list of a pool may hold; bounds the cost of the CEL rules.
+pub const MAX_ENTRIES: u32 = 1024;
+
+/// Adds CEL rules to a schema.
+pub(crate) fn apply_rules(schema: &mut Schema, rules: Vec<Rule>) {
+    for rule in rules {
+        kube::core::validate(schema, rule).expect("a CEL rule serializes to JSON");
+    }
+}
 
 /// CEL: `e` is a single IP, a CIDR, or a range `a-b` of two IPs of one family.
 fn valid_entry(e: &str) -> String {
