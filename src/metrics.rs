@@ -20,6 +20,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::index::{PoolKey, PoolReport};
+use crate::misconfig::{Problem, ProblemLabels};
 
 /// Labels of a pool.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -70,12 +71,6 @@ pub struct ControllerLabels {
 pub struct ErrorLabels {
     pub controller: String,
     pub error: String,
-}
-
-/// Labels of a misconfiguration.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProblemLabels {
-    pub problem: crate::misconfig::Problem,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -218,7 +213,7 @@ impl Metrics {
             self.leader.clone(),
         );
         // Every problem has a series from the start: an alert can compare it with 0.
-        for problem in crate::misconfig::Problem::ALL {
+        for problem in Problem::ALL {
             self.misconfigured.get_or_create(&ProblemLabels { problem }).set(0);
         }
         registry.register(

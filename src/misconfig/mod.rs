@@ -14,10 +14,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use tracing::{error, info};
 
-pub use problem::{Problem, discovery_problem, lease_problem, reconcile_problem, watch_problem};
+pub use problem::{Problem, ProblemLabels, discovery_problem, lease_problem, reconcile_problem, watch_problem};
 
 use crate::health::Health;
-use crate::metrics::ProblemLabels;
 
 /// How often a lasting problem is logged again.
 pub const REPEAT_EVERY: Duration = Duration::from_secs(30);

@@ -1,7 +1,7 @@
 //! Which API errors mean the install is wrong, rather than the API server being briefly away
 //! (no client required).
 
-use prometheus_client::encoding::EncodeLabelValue;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 
 /// A misconfiguration ferro-ipam reports: the `problem` label of `ferro_ipam_misconfigured`.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelValue)]
@@ -24,6 +24,13 @@ pub enum Problem {
     /// An admission webhook on a kind ferro-ipam writes cannot be called, so the API server
     /// refuses the write (the in-cluster provider's webhooks, left behind, at least).
     webhook_failing,
+}
+
+/// The labels of a `ferro_ipam_misconfigured` series: kept beside [`Problem`] so that the
+/// reporter, which sets the gauge, needs nothing from `metrics`, which registers it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProblemLabels {
+    pub problem: Problem,
 }
 
 impl Problem {
