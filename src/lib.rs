@@ -9,6 +9,8 @@
 //! - [`inspect`]: `who-has`, `explain` and `top`, answers for an operator, read-only like preflight.
 //! - [`misconfig`]: misconfigurations said loudly: ERROR lines, a gauge, readiness.
 //! - `other_provider`: another IPAM provider's Lease, held and renewed, stops allocation.
+//! - `lease`: how a Lease record is judged (held, expired, free) and written; leader election
+//!   and `other_provider` both read Leases this way.
 //! - [`run`], [`cli`], [`health`]: the process.
 //!
 //! # Glossary
@@ -41,6 +43,7 @@ pub(crate) mod controller;
 pub(crate) mod health;
 pub mod index;
 pub mod inspect;
+pub(crate) mod lease;
 pub mod metrics;
 pub mod misconfig;
 pub(crate) mod other_provider;

@@ -14,8 +14,8 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::client::api_errors::describe;
+use crate::lease::{Observer, Verdict};
 use crate::misconfig::{Misconfig, Problem};
-use crate::run::lease::{Observer, Verdict};
 
 /// The in-cluster provider's leader Lease, as clusterctl installs it (`NAMESPACE/NAME`).
 pub(crate) const IN_CLUSTER_LEASE: &str = "capi-ipam-in-cluster-system/7bb7acb4.ipam.cluster.x-k8s.io";

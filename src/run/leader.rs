@@ -30,10 +30,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::lease::{Observer, Verdict, claimed, released};
 use crate::client::Fence;
 use crate::client::api_errors::describe;
 use crate::health::Health;
+use crate::lease::{Observer, Verdict, claimed, released};
 use crate::misconfig::{Misconfig, Problem, lease_problem};
 
 /// Lease settings from the flags.

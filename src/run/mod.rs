@@ -3,7 +3,6 @@
 mod compat;
 mod diagnostics;
 mod leader;
-pub(crate) mod lease;
 mod logging;
 
 use std::sync::Arc;

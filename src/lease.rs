@@ -1,4 +1,6 @@
-//! Leader election's decisions, as client-go's leader election makes them (pure).
+//! Leader election's decisions, as client-go's leader election makes them (pure). Leader
+//! election (`run`) and the watch of other providers' Leases (`other_provider`) both judge a
+//! Lease this way, so the module stands apart from both.
 //!
 //! Wall-clock times in the Lease are written by whichever replica holds it, on its own clock, so
 //! they are never compared with the local clock. A replica instead notes, on its own monotonic
