@@ -22,6 +22,7 @@ use crate::selection::Purpose;
 use super::claims::{self, Decision};
 use super::findings::{
     Adopted, Conflict, ConflictKind, FORMAT_VERSION, Features, Findings, NewClaim, PoolFinding, Summary, WaitingClaim,
+    object_name,
 };
 use super::gather::Inventory;
 use super::rules::PoolRules;
@@ -29,14 +30,6 @@ use super::rules::PoolRules;
 /// How long the controller keeps a released claim's address for a claim of the same name, by
 /// default (`--sticky-address-seconds`); it decides which address a new claim would get.
 const STICKY: Duration = Duration::from_secs(600);
-
-/// The name of an object as findings print it: `<namespace>/<name>` or `<name>`.
-pub(crate) fn object_name<K: kube::Resource>(object: &K) -> String {
-    match object.meta().namespace.as_deref() {
-        Some(ns) => format!("{ns}/{}", object.meta().name.as_deref().unwrap_or_default()),
-        None => object.meta().name.clone().unwrap_or_default(),
-    }
-}
 
 /// Feeds one complete listing into a pool feed, as the pool watch's first listing does.
 fn feed_pools<K: PoolObject>(index: &Index, pools: &[K]) {

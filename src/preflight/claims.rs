@@ -14,8 +14,7 @@ use crate::controller::claim::{ClusterState, Gate, Target, belongs_to, gate, rea
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::selection::Purpose;
 
-use super::analyse::object_name;
-use super::findings::{Conflict, ConflictKind, NewClaim, WaitingClaim};
+use super::findings::{Conflict, ConflictKind, NewClaim, WaitingClaim, object_name};
 use super::gather::Inventory;
 
 /// The reason of a claim the pause rules leave alone (the controller writes nothing for it).

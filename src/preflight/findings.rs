@@ -4,6 +4,14 @@
 
 use serde::Serialize;
 
+/// The name of an object as findings print it: `<namespace>/<name>` or `<name>`.
+pub(crate) fn object_name<K: kube::Resource>(object: &K) -> String {
+    match object.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", object.meta().name.as_deref().unwrap_or_default()),
+        None => object.meta().name.clone().unwrap_or_default(),
+    }
+}
+
 /// The version of the JSON shape.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
