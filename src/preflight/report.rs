@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use super::findings::{Adopted, Findings, PoolFinding};
+use super::findings::{Adopted, Features, Findings, PoolFinding};
 
 /// Lines a list shows before it says how many more `-o json` has.
 const SHOWN: usize = 20;
@@ -75,37 +75,12 @@ fn limited<T>(out: &mut String, items: &[T], line: impl Fn(&T) -> String) {
 
 /// The report, for a terminal.
 pub fn text(findings: &Findings) -> String {
-    let s = &findings.summary;
-    let mut out = format!(
-        "ferro-ipam preflight: {} pools, {} IPAddresses in them (IPAddressClaim and IPAddress served as {})\n",
-        s.pools, s.addresses, findings.capi_version
-    );
-    if let Some(other) = &findings.other_provider {
-        let _ = writeln!(
-            out,
-            "\nAnother IPAM provider is running: Lease {} held by {}, renewed {}. ferro-ipam would allocate nothing until it stops (see docs/migration.md).",
-            other.lease, other.holder, other.renewed
-        );
-    }
+    let mut out = header(findings);
     out.push_str("\nPools\n");
     for pool in &findings.pools {
         pool_lines(&mut out, pool);
     }
-    let _ = writeln!(out, "\nConflicts: {}", findings.conflicts.len());
-    limited(&mut out, &findings.conflicts, |c| {
-        let at = [c.pool.clone(), c.address.clone()].into_iter().flatten().collect::<Vec<_>>().join(" ");
-        format!("{} {at} [{}]: {}", c.kind.as_str(), c.objects.join(", "), c.message)
-    });
-    let _ = writeln!(out, "\nClaims that would wait: {}", findings.waiting.len());
-    limited(&mut out, &findings.waiting, |w| format!("{} ({}): {}", w.claim, w.reason, w.message));
-    let _ = writeln!(out, "\nClaims that would get an address now: {}", findings.to_allocate.len());
-    limited(&mut out, &findings.to_allocate, |n| match (&n.pool, &n.address) {
-        (Some(pool), Some(address)) => format!("{}: {address} of {pool}", n.claim),
-        _ => format!("{}: from a pool labelled for its purpose", n.claim),
-    });
-    if s.releasing > 0 {
-        let _ = writeln!(out, "\nClaims being deleted, whose addresses would be released: {}", s.releasing);
-    }
+    claim_lines(&mut out, findings);
     if !findings.unclaimed.is_empty() {
         let _ = writeln!(
             out,
@@ -118,7 +93,51 @@ pub fn text(findings: &Findings) -> String {
         let _ = writeln!(out, "\nObjects ferro-ipam cannot read: {}", findings.unreadable.len());
         limited(&mut out, &findings.unreadable, |u| format!("{} {}: {}", u.kind, u.object, u.error));
     }
-    let f = &findings.features;
+    feature_lines(&mut out, &findings.features);
+    verdict_line(&mut out, findings);
+    out
+}
+
+/// What was read, and another provider that would stop ferro-ipam allocating.
+fn header(findings: &Findings) -> String {
+    let s = &findings.summary;
+    let mut out = format!(
+        "ferro-ipam preflight: {} pools, {} IPAddresses in them (IPAddressClaim and IPAddress served as {})\n",
+        s.pools, s.addresses, findings.capi_version
+    );
+    if let Some(other) = &findings.other_provider {
+        let _ = writeln!(
+            out,
+            "\nAnother IPAM provider is running: Lease {} held by {}, renewed {}. ferro-ipam would allocate nothing until it stops (see docs/migration.md).",
+            other.lease, other.holder, other.renewed
+        );
+    }
+    out
+}
+
+/// What would happen to the claims: conflicts, claims that would wait, get an address, or be
+/// released.
+fn claim_lines(out: &mut String, findings: &Findings) {
+    let _ = writeln!(out, "\nConflicts: {}", findings.conflicts.len());
+    limited(out, &findings.conflicts, |c| {
+        let at = [c.pool.clone(), c.address.clone()].into_iter().flatten().collect::<Vec<_>>().join(" ");
+        format!("{} {at} [{}]: {}", c.kind.as_str(), c.objects.join(", "), c.message)
+    });
+    let _ = writeln!(out, "\nClaims that would wait: {}", findings.waiting.len());
+    limited(out, &findings.waiting, |w| format!("{} ({}): {}", w.claim, w.reason, w.message));
+    let _ = writeln!(out, "\nClaims that would get an address now: {}", findings.to_allocate.len());
+    limited(out, &findings.to_allocate, |n| match (&n.pool, &n.address) {
+        (Some(pool), Some(address)) => format!("{}: {address} of {pool}", n.claim),
+        _ => format!("{}: from a pool labelled for its purpose", n.claim),
+    });
+    if findings.summary.releasing > 0 {
+        let _ =
+            writeln!(out, "\nClaims being deleted, whose addresses would be released: {}", findings.summary.releasing);
+    }
+}
+
+/// The features in use, so that one ferro-ipam lacks is seen before switching.
+fn feature_lines(out: &mut String, f: &Features) {
     let _ = writeln!(
         out,
         "\nFeatures in use: {} dual-stack pools, {} purpose-labelled pools, {} purpose claims, prefix pools: {}",
@@ -137,6 +156,11 @@ pub fn text(findings: &Findings) -> String {
     if f.other_addresses > 0 {
         let _ = writeln!(out, "IPAddresses of other pool kinds, left alone: {}", f.other_addresses);
     }
+}
+
+/// Whether the cluster is clean, or how many problems to fix first.
+fn verdict_line(out: &mut String, findings: &Findings) {
+    let s = &findings.summary;
     let _ = match findings.problems() {
         0 => writeln!(out, "\nClean: {} addresses would be adopted, nothing conflicts.", s.adopted),
         n => writeln!(
@@ -145,7 +169,6 @@ pub fn text(findings: &Findings) -> String {
             s.conflicts, s.invalid_pools, s.unreadable
         ),
     };
-    out
 }
 
 #[cfg(test)]
