@@ -139,14 +139,38 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, holder: &HolderKey, p
         ));
         return answer;
     };
-    let decision = decide(index, inventory).decisions.into_iter().find(|d| match d {
-        Decision::Adopt { claim, .. } => *claim == holder.to_string(),
-        Decision::Wait(w) => w.claim == holder.to_string(),
-        Decision::Allocate(n) => n.claim == holder.to_string(),
-        Decision::Refuse(c) => c.objects.contains(&holder.to_string()),
+    let chosen = tell_decision(&mut answer, index, claim, holder, decision_of(index, inventory, holder));
+    if let Target::Purpose(purpose) = target {
+        answer.candidates = candidates(index, purpose, &holder.namespace, provider, chosen.as_ref());
+    } else if let Target::Pool(key) = &target
+        && answer.strategy.is_none()
+    {
+        answer.strategy = index.pool_spec(key).map(|s| s.strategy().to_string());
+    }
+    answer
+}
+
+/// What the claim controller would decide for the claim, as preflight's `decide` says it.
+fn decision_of(index: &Index, inventory: &Inventory, holder: &HolderKey) -> Option<Decision> {
+    let name = holder.to_string();
+    decide(index, inventory).decisions.into_iter().find(|d| match d {
+        Decision::Adopt { claim, .. } => *claim == name,
+        Decision::Wait(w) => w.claim == name,
+        Decision::Allocate(n) => n.claim == name,
+        Decision::Refuse(c) => c.objects.contains(&name),
         Decision::Release => false,
-    });
-    let mut chosen = None;
+    })
+}
+
+/// Writes the claim's state, and why it waits or how it was served, from the decision; the
+/// pool that serves it is returned, to mark it among a purpose claim's candidates.
+fn tell_decision(
+    answer: &mut Explain,
+    index: &Index,
+    claim: &IPAddressClaim,
+    holder: &HolderKey,
+    decision: Option<Decision>,
+) -> Option<PoolKey> {
     match decision {
         _ if claim.metadata.deletion_timestamp.is_some() => answer.state = "releasing".to_owned(),
         Some(Decision::Adopt { pool, ip, .. }) => {
@@ -155,7 +179,7 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, holder: &HolderKey, p
             answer.strategy = index.pool_spec(&pool).map(|s| s.strategy().to_string());
             answer.origin = Some(origin(index, claim, holder, &pool, ip));
             answer.pool = Some(pool.to_string());
-            chosen = Some(pool);
+            return Some(pool);
         }
         Some(Decision::Wait(w)) => {
             answer.state = "pending".to_owned();
@@ -177,14 +201,7 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, holder: &HolderKey, p
         }
         Some(Decision::Release) | None => answer.state = "pending".to_owned(),
     }
-    if let Target::Purpose(purpose) = target {
-        answer.candidates = candidates(index, purpose, &holder.namespace, provider, chosen.as_ref());
-    } else if let Target::Pool(key) = &target
-        && answer.strategy.is_none()
-    {
-        answer.strategy = index.pool_spec(key).map(|s| s.strategy().to_string());
-    }
-    answer
+    None
 }
 
 /// The answer for people.
