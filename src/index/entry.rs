@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use std::sync::Arc;
 
-use crate::allocator::{AllocateError, Family, FamilyPool, Marked};
+use crate::allocator::{Family, FamilyPool, Marked};
 
 use super::PoolFacts;
 use super::keys::PoolKey;
@@ -21,6 +21,7 @@ use super::registry::Registry;
 use super::reservations::{ClaimOwner, Reserved};
 use super::spec::PoolSpec;
 
+mod allocating;
 mod memories;
 mod reserving;
 
@@ -345,120 +346,6 @@ impl PoolEntry {
     /// The address a holder's `IPAddress` object holds, if any.
     pub fn object_hold(&self, holder: &HolderKey) -> Option<IpAddr> {
         self.holds.get(holder).and_then(|h| h.object)
-    }
-
-    /// Allocates for a claim: the address it already holds, else a new one.
-    /// An address the claim holds is returned again, unless another holder holds it too; an
-    /// address its `IPAddress` records is adopted only as [`adopt`](Self::adopt) allows.
-    pub fn allocate(&mut self, holder: &HolderKey, request: Request) -> Result<IpAddr, AllocError> {
-        if let Some(ip) = self.claim_hold(holder) {
-            return match self.held_by_others(holder, ip) {
-                Some(reason) => Err(AllocError::Conflict { address: ip, reason }),
-                None => Ok(ip),
-            };
-        }
-        if let Some(ip) = self.object_hold(holder) {
-            self.adopt(holder, ip, false)?;
-            return Ok(ip);
-        }
-        if request.address.is_none()
-            && let Some(reserved) = self.reservation_for(holder, &request)
-        {
-            return self.take_reserved(holder, &reserved);
-        }
-        // A claim re-created under the same name gets its remembered address back when it is
-        // still free, unless it asks for something else.
-        let request = match self.remembered.remove(holder) {
-            Some((ip, _))
-                if request.address.is_none()
-                    && request.family.is_none_or(|f| f == Family::of(ip))
-                    && self.users_of(ip) == 0
-                    && self.allocator_for(ip).is_some_and(|p| p.check(ip).is_ok() && !p.is_allocated(ip)) =>
-            {
-                Request { address: Some(ip), family: Some(Family::of(ip)), ..request }
-            }
-            _ => request,
-        };
-        let family = {
-            let pools = match &self.state {
-                PoolState::Missing => return Err(AllocError::PoolMissing),
-                PoolState::Invalid { reason, .. } => return Err(AllocError::PoolInvalid(reason.clone())),
-                PoolState::Ready { allocators, .. } => allocators,
-            };
-            let family = match request.family {
-                Some(f) => f,
-                None => pools.first().map(FamilyPool::family).ok_or(AllocError::PoolMissing)?,
-            };
-            pools.iter().find(|p| p.family() == family).ok_or(AllocError::FamilyNotInPool(family))?;
-            family
-        };
-        if let Some(address) = request.address
-            && let Some(own) = self.reserved(address).filter(|r| r.claim.matches(holder, &request.owners)).cloned()
-        {
-            return self.take_reserved(holder, &own);
-        }
-        if let Some(address) = request.address
-            && let Some(other) = self.reserved_for_another(address, holder, &request.owners)
-        {
-            return Err(AllocError::Requested {
-                address,
-                reason: format!("it is reserved for {} ({})", other.claim, other.field),
-            });
-        }
-        if let Some(address) = request.address
-            && let Some(holders) = self.users.get(&address)
-        {
-            let taken_by = holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-            return Err(AllocError::Requested { address, reason: format!("it is taken by {taken_by}") });
-        }
-
-        let (registry, key, foreign) = (&self.registry, &self.key, &mut self.foreign);
-        let pool = match &mut self.state {
-            PoolState::Ready { allocators, .. } => allocators.iter_mut().find(|p| p.family() == family),
-            _ => None,
-        }
-        .ok_or(AllocError::FamilyNotInPool(family))?;
-        let ip = match request.address {
-            Some(ip) => {
-                pool.allocate(ip)
-                    .map_err(|e: AllocateError| AllocError::Requested { address: ip, reason: e.to_string() })?;
-                if let Err(other) = registry.try_take(ip, key) {
-                    let _ = pool.release(ip);
-                    return Err(AllocError::Requested {
-                        address: ip,
-                        reason: format!("it is taken in the overlapping {other}"),
-                    });
-                }
-                ip
-            }
-            None if pool.counts().total == 0 && pool.hands_out_prefixes() => {
-                return Err(AllocError::PoolInvalid(
-                    "its prefixes leave no sub-prefix to hand out (every one overlaps excludedPrefixes)".to_owned(),
-                ));
-            }
-            None if pool.counts().total == 0 => {
-                return Err(AllocError::PoolInvalid(format!(
-                    "its {family} addresses leave nothing to hand out (reserved network/broadcast, gateway, excludedAddresses)"
-                )));
-            }
-            None => loop {
-                let ip = pool.allocate_next().ok_or(AllocError::Exhausted(family))?;
-                // Taken and recorded as one step; an address an overlapping pool holds stays
-                // marked here and is skipped.
-                match registry.try_take(ip, key) {
-                    Ok(()) => break ip,
-                    Err(_) => {
-                        foreign.insert(ip);
-                    }
-                }
-            },
-        };
-
-        // The allocator has marked the address; record the claim as its only user.
-        self.users.insert(ip, vec![holder.clone()]);
-        self.holds.entry(holder.clone()).or_default().claim = Some(ip);
-        self.waiting.remove(holder);
-        Ok(ip)
     }
 
     /// Makes `ip`, which the claim's `IPAddress` records, the claim's address: only if nobody

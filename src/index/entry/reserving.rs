@@ -61,9 +61,7 @@ impl PoolEntry {
         if let Some(pool) = self.allocator_for(ip) {
             let _ = pool.mark_used(ip); // set aside already; marked here should the spec be new
         }
-        self.users.insert(ip, vec![holder.clone()]);
-        self.holds.entry(holder.clone()).or_default().claim = Some(ip);
-        self.waiting.remove(holder);
+        self.hand_to(holder, ip);
         Ok(ip)
     }
 
