@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch};
+use kube::api::{ApiResource, DeleteParams, Patch};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use tracing::{debug, info};
@@ -41,10 +41,15 @@ pub fn claim_name(cluster: &str) -> String {
     format!("{cluster}-control-plane-vip")
 }
 
+/// The served `Cluster` resource; v1beta2's when none is served.
+fn cluster_resource(ctx: &Context) -> ApiResource {
+    ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource())
+}
+
 /// The VIP claim of a Cluster: a purpose claim for "a VIP", owned by the Cluster.
 fn desired_claim(cluster: &Cluster, ctx: &Context) -> Value {
     let name = cluster.name_any();
-    let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
+    let resource = cluster_resource(ctx);
     let mut labels = json!({ CLUSTER_NAME_LABEL: name, ROLE_LABEL: ROLE });
     // An instance with --watch-filter serves only claims carrying its filter: keep the Cluster's.
     if let Some(filter) = cluster.labels().get(WATCH_FILTER_LABEL) {
@@ -101,85 +106,148 @@ async fn patch_cluster(ctx: &Context, cluster: &Cluster, patch: &Value, what: &s
     Ok(())
 }
 
-/// Reconciles one Cluster's control-plane VIP.
+/// Reconciles one Cluster's control-plane VIP: load, plan, carry the step out.
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {
-    let namespace = cluster.namespace().unwrap_or_default();
-    let name = claim_name(&cluster.name_any());
-    let claim = ctx.cached_claim(&namespace, &name);
-    // A claim of that name that is not this Cluster's VIP claim is never touched.
-    let claim = match claim {
-        Some(found) if !is_vip_claim_of(&found, &cluster) => {
-            if cluster.metadata.deletion_timestamp.is_none() && cluster.labels().contains_key(CONTROL_PLANE_VIP_LABEL) {
-                let note = format!(
-                    "IPAddressClaim {name} exists and is not this Cluster's VIP claim; delete or rename it to get a control-plane VIP"
-                );
-                let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
-                ctx.publish(cluster.as_ref(), &resource, true, "ControlPlaneVIPClaimNameTaken", note).await;
-                return Ok(Action::await_change());
-            }
-            None
+    let vip = Vip::new(&cluster, &ctx);
+    let claim = match vip.load_claim() {
+        Loaded::Claim(claim) => claim,
+        Loaded::NameTaken => {
+            let note = format!(
+                "IPAddressClaim {} exists and is not this Cluster's VIP claim; delete or rename it to get a control-plane VIP",
+                vip.name
+            );
+            vip.publish(true, "ControlPlaneVIPClaimNameTaken", note).await;
+            return Ok(Action::await_change());
         }
-        other => other,
     };
     let address = claim.as_deref().and_then(|c| address_of(c, &ctx));
     let step = plan::plan(&Observed { cluster: &cluster, claim: claim.as_deref(), address });
-    let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
-    match step {
-        Step::Nothing(why) => {
-            debug!(cluster = %cluster.name_any(), %why, "control-plane VIP: nothing to do");
-            // Waiting on the claim, whose changes arrive through another watch than the store
-            // read here: look again shortly rather than miss the last one.
-            let in_flight =
-                claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some() || address.is_none());
-            if in_flight && !cluster_is_paused(&cluster) {
-                return Ok(Action::requeue(CLAIM_IN_FLIGHT));
+    // A claim being served or released changes through another watch than the store read here.
+    let claim_in_flight = claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some() || address.is_none());
+    vip.carry_out(step, claim_in_flight).await
+}
+
+/// The Cluster's VIP claim as the cache has it.
+enum Loaded {
+    /// The Cluster's VIP claim, or none.
+    Claim(Option<Arc<IPAddressClaim>>),
+    /// A claim that is not this Cluster's VIP claim has its name, and the Cluster asks for a VIP.
+    NameTaken,
+}
+
+/// One Cluster, and the name of its VIP claim, as the steps of a reconcile need them.
+struct Vip<'a> {
+    cluster: &'a Cluster,
+    ctx: &'a Context,
+    namespace: String,
+    /// The VIP claim's name.
+    name: String,
+}
+
+impl<'a> Vip<'a> {
+    fn new(cluster: &'a Cluster, ctx: &'a Context) -> Self {
+        Vip { cluster, ctx, namespace: cluster.namespace().unwrap_or_default(), name: claim_name(&cluster.name_any()) }
+    }
+
+    /// The VIP claim. A claim of that name that is not this Cluster's VIP claim is never
+    /// touched: it counts as none, and while the Cluster asks for a VIP it is reported.
+    fn load_claim(&self) -> Loaded {
+        match self.ctx.cached_claim(&self.namespace, &self.name) {
+            Some(found) if !is_vip_claim_of(&found, self.cluster) => {
+                let asks = self.cluster.metadata.deletion_timestamp.is_none()
+                    && self.cluster.labels().contains_key(CONTROL_PLANE_VIP_LABEL);
+                if asks { Loaded::NameTaken } else { Loaded::Claim(None) }
             }
-        }
-        Step::BadLabel(message) => {
-            ctx.publish(cluster.as_ref(), &resource, true, "InvalidControlPlaneVIPLabel", message).await;
-        }
-        Step::AddFinalizer => {
-            if let Some(patch) = finalizers::with_finalizer(cluster.as_ref(), CONTROL_PLANE_VIP_FINALIZER) {
-                patch_cluster(&ctx, &cluster, &patch, "adding the control-plane VIP finalizer").await?;
-            }
-        }
-        Step::CreateClaim => {
-            let desired: IPAddressClaim = serde_json::from_value(desired_claim(&cluster, &ctx))
-                .map_err(|e| Error::Invalid(format!("building the VIP claim {namespace}/{name}: {e}")))?;
-            match ctx.claim_api(&namespace).create(&super::create_params(), &desired).await {
-                Ok(_) => info!(cluster = %cluster.name_any(), claim = %name, "asked for a control-plane VIP"),
-                Err(e) if status_code(&e) == Some(409) => {}
-                Err(e) => return Err(Error::kube(format!("creating IPAddressClaim {namespace}/{name}"), e)),
-            }
-        }
-        Step::WriteEndpoint { host, port } => {
-            let patch = json!({
-                "metadata": { "resourceVersion": cluster.resource_version() },
-                "spec": { "controlPlaneEndpoint": { "host": host, "port": port } },
-            });
-            patch_cluster(&ctx, &cluster, &patch, "writing the control-plane endpoint").await?;
-            info!(cluster = %cluster.name_any(), %host, port, "control-plane endpoint written");
-            let note = format!("spec.controlPlaneEndpoint is {host}:{port}, from IPAddressClaim {name}");
-            ctx.publish(cluster.as_ref(), &resource, false, "ControlPlaneVIPAssigned", note).await;
-        }
-        Step::DeleteClaim(why) => {
-            match ctx.claim_api(&namespace).delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(e) if status_code(&e) == Some(404) => {}
-                Err(e) => return Err(Error::kube(format!("deleting IPAddressClaim {namespace}/{name}"), e)),
-            }
-            info!(cluster = %cluster.name_any(), claim = %name, %why, "releasing the control-plane VIP");
-            let note = format!("releasing IPAddressClaim {name}: {why}");
-            ctx.publish(cluster.as_ref(), &resource, false, "ControlPlaneVIPReleased", note).await;
-        }
-        Step::DropFinalizer => {
-            if let Some(patch) = finalizers::without_finalizer(cluster.as_ref(), CONTROL_PLANE_VIP_FINALIZER) {
-                match patch_cluster(&ctx, &cluster, &patch, "dropping the control-plane VIP finalizer").await {
-                    Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) => {}
-                    other => other?,
-                }
-            }
+            other => Loaded::Claim(other),
         }
     }
-    Ok(Action::await_change())
+
+    /// Carries out the plan's step, then waits for the next change (or, while the claim is in
+    /// flight and there is nothing to do, looks again shortly).
+    async fn carry_out(&self, step: Step, claim_in_flight: bool) -> Result<Action> {
+        match step {
+            Step::Nothing(why) => return Ok(self.nothing_to_do(&why, claim_in_flight)),
+            Step::BadLabel(message) => self.publish(true, "InvalidControlPlaneVIPLabel", message).await,
+            Step::AddFinalizer => self.add_finalizer().await?,
+            Step::CreateClaim => self.create_claim().await?,
+            Step::WriteEndpoint { host, port } => self.write_endpoint(&host, port).await?,
+            Step::DeleteClaim(why) => self.delete_claim(&why).await?,
+            Step::DropFinalizer => self.drop_finalizer().await?,
+        }
+        Ok(Action::await_change())
+    }
+
+    /// Nothing to write. Waiting on the claim, whose last change could be missed by the store
+    /// read here, the Cluster is looked at again shortly (unless it is paused).
+    fn nothing_to_do(&self, why: &str, claim_in_flight: bool) -> Action {
+        debug!(cluster = %self.cluster.name_any(), %why, "control-plane VIP: nothing to do");
+        if claim_in_flight && !cluster_is_paused(self.cluster) {
+            Action::requeue(CLAIM_IN_FLIGHT)
+        } else {
+            Action::await_change()
+        }
+    }
+
+    /// Adds the finalizer that keeps the Cluster until its VIP claim is released.
+    async fn add_finalizer(&self) -> Result<()> {
+        if let Some(patch) = finalizers::with_finalizer(self.cluster, CONTROL_PLANE_VIP_FINALIZER) {
+            patch_cluster(self.ctx, self.cluster, &patch, "adding the control-plane VIP finalizer").await?;
+        }
+        Ok(())
+    }
+
+    /// Creates the VIP claim; one that exists already (409) is left as it is.
+    async fn create_claim(&self) -> Result<()> {
+        let (namespace, name) = (&self.namespace, &self.name);
+        let desired: IPAddressClaim = serde_json::from_value(desired_claim(self.cluster, self.ctx))
+            .map_err(|e| Error::Invalid(format!("building the VIP claim {namespace}/{name}: {e}")))?;
+        match self.ctx.claim_api(namespace).create(&super::create_params(), &desired).await {
+            Ok(_) => info!(cluster = %self.cluster.name_any(), claim = %name, "asked for a control-plane VIP"),
+            Err(e) if status_code(&e) == Some(409) => {}
+            Err(e) => return Err(Error::kube(format!("creating IPAddressClaim {namespace}/{name}"), e)),
+        }
+        Ok(())
+    }
+
+    /// Writes the claim's address as the Cluster's control-plane endpoint.
+    async fn write_endpoint(&self, host: &str, port: i32) -> Result<()> {
+        let patch = json!({
+            "metadata": { "resourceVersion": self.cluster.resource_version() },
+            "spec": { "controlPlaneEndpoint": { "host": host, "port": port } },
+        });
+        patch_cluster(self.ctx, self.cluster, &patch, "writing the control-plane endpoint").await?;
+        info!(cluster = %self.cluster.name_any(), %host, port, "control-plane endpoint written");
+        let note = format!("spec.controlPlaneEndpoint is {host}:{port}, from IPAddressClaim {}", self.name);
+        self.publish(false, "ControlPlaneVIPAssigned", note).await;
+        Ok(())
+    }
+
+    /// Deletes the VIP claim, which releases its address; one already gone (404) is fine.
+    async fn delete_claim(&self, why: &str) -> Result<()> {
+        let (namespace, name) = (&self.namespace, &self.name);
+        match self.ctx.claim_api(namespace).delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if status_code(&e) == Some(404) => {}
+            Err(e) => return Err(Error::kube(format!("deleting IPAddressClaim {namespace}/{name}"), e)),
+        }
+        info!(cluster = %self.cluster.name_any(), claim = %name, %why, "releasing the control-plane VIP");
+        self.publish(false, "ControlPlaneVIPReleased", format!("releasing IPAddressClaim {name}: {why}")).await;
+        Ok(())
+    }
+
+    /// Drops the finalizer once the VIP claim is gone; a Cluster already gone (404) is fine.
+    async fn drop_finalizer(&self) -> Result<()> {
+        if let Some(patch) = finalizers::without_finalizer(self.cluster, CONTROL_PLANE_VIP_FINALIZER) {
+            match patch_cluster(self.ctx, self.cluster, &patch, "dropping the control-plane VIP finalizer").await {
+                Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Says something about the Cluster as an Event on it.
+    async fn publish(&self, warning: bool, reason: &str, note: String) {
+        self.ctx.publish(self.cluster, &cluster_resource(self.ctx), warning, reason, note).await;
+    }
 }
