@@ -9,15 +9,19 @@ mod status;
 mod throttle;
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::Patch;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tracing::info;
 
+use crate::api::IPPoolStatus;
 use crate::api::conditions::PoolReason;
 use crate::api::keys::{PROTECT_POOL_FINALIZER, SKIP_DELETE_PROTECTION_ANNOTATION};
+use crate::index::{PoolKey, PoolReport};
 
 use super::context::Context;
 use super::error::{Error, Result};
@@ -30,21 +34,41 @@ fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
     K::api(ctx.client.clone(), pool.namespace().as_deref())
 }
 
-/// Reconciles one pool of either kind.
+/// Reconciles one pool of either kind: report, protection, status.
 pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     ctx.index.wait_ready().await;
     let key = pool.key();
-    let protected = pool.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER);
-    // A pool whose status was written just now would wait below anyway (see WriteThrottle):
-    // its report, which walks every holder of the pool, waits with it. Every allocation wakes
-    // its pool, so computing it each time cost a pool of N claims N x N during a storm.
-    if protected
-        && pool.meta().deletion_timestamp.is_none()
-        && let Some(wait) = ctx.pool_writes.wait(&key)
-    {
+    if let Some(wait) = report_throttled(&ctx, pool.as_ref(), &key) {
         return Ok(Action::requeue(wait));
     }
-    let mut report = ctx.index.report(&key);
+    let report = report_of(&ctx, &key);
+    let deleting_with = match protection(pool.as_ref(), &report) {
+        Protection::Add(patch) => {
+            patch_pool(&ctx, pool.as_ref(), &patch).await?;
+            return Ok(Action::await_change());
+        }
+        Protection::Lift => {
+            lift_protection(&ctx, pool.as_ref(), &key).await?;
+            return Ok(Action::await_change());
+        }
+        Protection::Keep { deleting_with } => deleting_with,
+    };
+    ctx.metrics.set_pool(&key, &report);
+    write_status(&ctx, pool.as_ref(), &key, &report, deleting_with).await
+}
+
+/// How long a protected pool whose status was written just now waits before its report is
+/// made. It would wait in [`write_status`] anyway (see WriteThrottle), and its report walks
+/// every holder of the pool: every allocation wakes its pool, so making the report each time
+/// cost a pool of N claims N x N during a storm.
+fn report_throttled<K: PoolObject>(ctx: &Context, pool: &K, key: &PoolKey) -> Option<Duration> {
+    let protected = pool.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER);
+    if protected && pool.meta().deletion_timestamp.is_none() { ctx.pool_writes.wait(key) } else { None }
+}
+
+/// The index's report of the pool, with the `IPAddress` objects no claim of their name owns.
+fn report_of(ctx: &Context, key: &PoolKey) -> PoolReport {
+    let mut report = ctx.index.report(key);
     // Until the claims are listed every address would look unclaimed: say nothing before then.
     let claims_listed = futures::FutureExt::now_or_never(ctx.claims.wait_until_ready()).is_some_and(|r| r.is_ok());
     if claims_listed {
@@ -55,51 +79,83 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
             .cloned()
             .collect();
     }
-    let name = pool.name_any();
-    let deleting = pool.meta().deletion_timestamp.is_some();
-    let skip_protection = pool.annotations().contains_key(SKIP_DELETE_PROTECTION_ANNOTATION);
+    report
+}
+
+/// What the pool's deletion protection (its finalizer) needs now.
+enum Protection {
+    /// The pool is not being deleted and lacks the finalizer: this patch adds it.
+    Add(serde_json::Value),
+    /// The pool is being deleted and nothing references it, or its annotation skips the
+    /// protection: the finalizer goes.
+    Lift,
+    /// The protection stays as it is; `deleting_with` counts what still references a pool
+    /// being deleted.
+    Keep { deleting_with: Option<usize> },
+}
+
+/// What the pool's deletion protection needs, from its object and report (pure).
+fn protection<K: PoolObject>(pool: &K, report: &PoolReport) -> Protection {
+    if pool.meta().deletion_timestamp.is_none() {
+        return match with_finalizer(pool, PROTECT_POOL_FINALIZER) {
+            Some(patch) => Protection::Add(patch),
+            None => Protection::Keep { deleting_with: None },
+        };
+    }
     // An allocation in flight counts too: its IPAddress is about to reference the pool.
     let referenced = report.address_objects + report.in_flight;
-
-    let deleting_with = if deleting {
-        if referenced == 0 || skip_protection {
-            if let Some(patch) = without_finalizer(pool.as_ref(), PROTECT_POOL_FINALIZER) {
-                patch_pool(&ctx, pool.as_ref(), &patch).await?;
-                info!(pool = %key, "deletion protection lifted");
-            }
-            ctx.metrics.forget_pool(&key);
-            return Ok(Action::await_change());
-        }
-        Some(referenced)
+    if referenced == 0 || pool.annotations().contains_key(SKIP_DELETE_PROTECTION_ANNOTATION) {
+        Protection::Lift
     } else {
-        if let Some(patch) = with_finalizer(pool.as_ref(), PROTECT_POOL_FINALIZER) {
-            patch_pool(&ctx, pool.as_ref(), &patch).await?;
-            return Ok(Action::await_change());
-        }
-        None
-    };
+        Protection::Keep { deleting_with: Some(referenced) }
+    }
+}
 
-    ctx.metrics.set_pool(&key, &report);
-    let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, ctx.clock.now());
-    if pool.status() != Some(&desired) {
-        // During a storm of allocations the counts change with every address: see WriteThrottle.
-        if let Some(wait) = ctx.pool_writes.wait(&key) {
-            return Ok(Action::requeue(wait));
-        }
-        api(&ctx, pool.as_ref())
-            .patch_status(&name, &super::write_params(), &Patch::Merge(status_patch(&desired)))
-            .await
-            .inspect(|_| ctx.pool_writes.wrote(&key))
-            .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
-        let old_reason =
-            pool.status().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());
-        let ready = &desired.conditions[0];
-        let warn = ready.reason != PoolReason::Valid.as_str() && ready.reason != PoolReason::Exhausted.as_str();
-        if warn && old_reason.as_deref() != Some(ready.reason.as_str()) {
-            ctx.publish(pool.as_ref(), &(), true, &ready.reason, ready.message.clone()).await;
-        }
+/// Drops the finalizer of a pool being deleted, and its metrics with it.
+async fn lift_protection<K: PoolObject>(ctx: &Context, pool: &K, key: &PoolKey) -> Result<()> {
+    if let Some(patch) = without_finalizer(pool, PROTECT_POOL_FINALIZER) {
+        patch_pool(ctx, pool, &patch).await?;
+        info!(pool = %key, "deletion protection lifted");
+    }
+    ctx.metrics.forget_pool(key);
+    Ok(())
+}
+
+/// Writes the status the report calls for, unless the pool has it already or wrote its status
+/// too recently (then it looks again later); a new warning is said as an Event too.
+async fn write_status<K: PoolObject>(
+    ctx: &Context,
+    pool: &K,
+    key: &PoolKey,
+    report: &PoolReport,
+    deleting_with: Option<usize>,
+) -> Result<Action> {
+    let desired = status::desired(report, pool.status(), pool.meta().generation, deleting_with, ctx.clock.now());
+    if pool.status() == Some(&desired) {
+        return Ok(Action::await_change());
+    }
+    // During a storm of allocations the counts change with every address: see WriteThrottle.
+    if let Some(wait) = ctx.pool_writes.wait(key) {
+        return Ok(Action::requeue(wait));
+    }
+    api(ctx, pool)
+        .patch_status(&pool.name_any(), &super::write_params(), &Patch::Merge(status_patch(&desired)))
+        .await
+        .inspect(|_| ctx.pool_writes.wrote(key))
+        .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
+    if let Some(ready) = new_warning(pool.status(), &desired) {
+        ctx.publish(pool, &(), true, &ready.reason, ready.message.clone()).await;
     }
     Ok(Action::await_change())
+}
+
+/// The `Ready` condition of `desired` when it warns (neither valid nor merely exhausted) and
+/// the current status does not say so already (pure).
+fn new_warning<'a>(current: Option<&IPPoolStatus>, desired: &'a IPPoolStatus) -> Option<&'a Condition> {
+    let old_reason = current.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());
+    let ready = &desired.conditions[0];
+    let warn = ready.reason != PoolReason::Valid.as_str() && ready.reason != PoolReason::Exhausted.as_str();
+    (warn && old_reason.as_deref() != Some(ready.reason.as_str())).then_some(ready)
 }
 
 async fn patch_pool<K: PoolObject>(ctx: &Context, pool: &K, patch: &serde_json::Value) -> Result<()> {
@@ -111,7 +167,7 @@ async fn patch_pool<K: PoolObject>(ctx: &Context, pool: &K, patch: &serde_json::
 }
 
 /// The merge patch that makes the pool's status exactly `desired`: fields it lacks are cleared.
-fn status_patch(desired: &crate::api::IPPoolStatus) -> serde_json::Value {
+fn status_patch(desired: &IPPoolStatus) -> serde_json::Value {
     // A merge patch keeps the fields of an object it leaves out: clear a stale reserved count.
     let mut counts = json!(desired.ip_addresses);
     if let Some(fields) = counts.as_object_mut() {
