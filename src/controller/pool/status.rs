@@ -23,20 +23,33 @@ fn listing<T: ToString>(items: &[T]) -> String {
     }
 }
 
-/// The `Ready` condition's status, reason and message for a report.
-pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, PoolReason, String) {
+/// The `Ready` condition: whether the pool is ready, the reason, and the message.
+type Readiness = (bool, PoolReason, String);
+
+/// The `Ready` condition's status, reason and message for a report: the first of what stops
+/// the pool, what is wrong with addresses it keeps serving, and how full it is.
+pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> Readiness {
+    stopped(report, deleting_with).or_else(|| troubled(report)).unwrap_or_else(|| capacity(report))
+}
+
+/// Why the pool hands out nothing, if it does not: its spec is invalid, or it is being deleted.
+fn stopped(report: &PoolReport, deleting_with: Option<usize>) -> Option<Readiness> {
     if let Some(invalid) = &report.invalid {
-        return (false, PoolReason::InvalidSpec, format!("the pool cannot hand out addresses: {invalid}"));
+        return Some((false, PoolReason::InvalidSpec, format!("the pool cannot hand out addresses: {invalid}")));
     }
-    if let Some(count) = deleting_with {
-        return (
-            false,
-            PoolReason::Deleting,
-            format!(
-                "the pool is being deleted but {count} IPAddresses still reference it; it goes once their claims are deleted"
-            ),
-        );
-    }
+    let count = deleting_with?;
+    Some((
+        false,
+        PoolReason::Deleting,
+        format!(
+            "the pool is being deleted but {count} IPAddresses still reference it; it goes once their claims are deleted"
+        ),
+    ))
+}
+
+/// What is wrong with addresses the pool holds, while it still hands out others: the pool
+/// stays ready, but the condition names the addresses.
+fn troubled(report: &PoolReport) -> Option<Readiness> {
     if !report.conflicts.is_empty() {
         let listed: Vec<String> = report
             .conflicts
@@ -45,14 +58,14 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
                 format!("{ip} ({})", holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
             })
             .collect();
-        return (
+        return Some((
             true,
             PoolReason::AddressConflict,
             format!("addresses held by more than one IPAddress: {}", listing(&listed)),
-        );
+        ));
     }
     if !report.overlaps.is_empty() {
-        return (
+        return Some((
             true,
             PoolReason::OverlapsOtherPools,
             format!(
@@ -60,10 +73,10 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
                  but make the ranges disjoint",
                 listing(&report.overlaps)
             ),
-        );
+        ));
     }
     if !report.out_of_range.is_empty() {
-        return (
+        return Some((
             true,
             PoolReason::AddressesOutOfRange,
             format!(
@@ -71,19 +84,25 @@ pub fn readiness(report: &PoolReport, deleting_with: Option<usize>) -> (bool, Po
                 report.out_of_range.len(),
                 listing(&report.out_of_range)
             ),
-        );
+        ));
     }
-    if !report.unclaimed.is_empty() {
-        return (
-            true,
-            PoolReason::UnclaimedAddresses,
-            format!(
-                "IPAddresses without a claim of their name hold addresses of the pool: {}; ferro-ipam did not allocate them \
-                 and never hands their addresses out",
-                listing(&report.unclaimed)
-            ),
-        );
+    if report.unclaimed.is_empty() {
+        return None;
     }
+    Some((
+        true,
+        PoolReason::UnclaimedAddresses,
+        format!(
+            "IPAddresses without a claim of their name hold addresses of the pool: {}; ferro-ipam did not allocate them \
+             and never hands their addresses out",
+            listing(&report.unclaimed)
+        ),
+    ))
+}
+
+/// How full the pool is; a pool whose spec leaves nothing to hand out is not ready, and says
+/// which fields to change.
+fn capacity(report: &PoolReport) -> Readiness {
     let totals = report.totals();
     if totals.total == 0 && report.hands_out_prefixes {
         return (
