@@ -1,5 +1,6 @@
 //! The control-plane VIP reconcile against a scripted API server: the VIP claim asked for, the
-//! endpoint written from its address, and the claim released with its Cluster.
+//! endpoint written from its address, the claim released with its Cluster, and a claim of its
+//! name that is not the Cluster's left alone.
 
 use std::sync::Arc;
 
@@ -116,5 +117,17 @@ async fn a_deleted_cluster_releases_its_vip_claim_tolerating_a_404() {
     cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
 
     super::reconcile(Arc::new(cluster), world.ctx.clone()).await.expect("released");
+    api.finish();
+}
+
+#[tokio::test]
+async fn a_claim_of_the_vip_claims_name_that_is_not_the_clusters_is_left_alone_and_reported() {
+    let (client, api) = MockApi::client(vec![event("ControlPlaneVIPClaimNameTaken")]);
+    let mut world = World::new(client);
+    // No role label and no owner: somebody else's claim.
+    let foreign = fixtures::claim(&super::claim_name("wl"), "cluster-api-vips");
+    world.claims.apply_watcher_event(&Event::Apply(foreign));
+
+    super::reconcile(Arc::new(opted_in()), world.ctx.clone()).await.expect("reported");
     api.finish();
 }

@@ -112,11 +112,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     let claim = match vip.load_claim() {
         Loaded::Claim(claim) => claim,
         Loaded::NameTaken => {
-            let note = format!(
-                "IPAddressClaim {} exists and is not this Cluster's VIP claim; delete or rename it to get a control-plane VIP",
-                vip.name
-            );
-            vip.publish(true, "ControlPlaneVIPClaimNameTaken", note).await;
+            vip.say_name_taken().await;
             return Ok(Action::await_change());
         }
     };
@@ -160,6 +156,15 @@ impl<'a> Vip<'a> {
             }
             other => Loaded::Claim(other),
         }
+    }
+
+    /// Warns that another claim has the VIP claim's name, which is the user's to free.
+    async fn say_name_taken(&self) {
+        let note = format!(
+            "IPAddressClaim {} exists and is not this Cluster's VIP claim; delete or rename it to get a control-plane VIP",
+            self.name
+        );
+        self.publish(true, "ControlPlaneVIPClaimNameTaken", note).await;
     }
 
     /// Carries out the plan's step, then waits for the next change (or, while the claim is in
