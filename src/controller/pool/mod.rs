@@ -184,6 +184,61 @@ fn status_patch(desired: &IPPoolStatus) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    use crate::api::InClusterIPPool;
+
+    /// `ns/pool` with its finalizers, a deletion time when `deleting`, and the annotation that
+    /// skips deletion protection when `skip`.
+    fn pool(finalizers: &[&str], deleting: bool, skip: bool) -> InClusterIPPool {
+        let mut metadata = json!({"name": "pool", "namespace": "ns", "finalizers": finalizers});
+        if deleting {
+            metadata["deletionTimestamp"] = json!("2026-12-03T10:00:00Z");
+        }
+        if skip {
+            metadata["annotations"] = json!({ SKIP_DELETE_PROTECTION_ANNOTATION: "true" });
+        }
+        serde_json::from_value(json!({"apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+            "metadata": metadata, "spec": {"addresses": ["10.0.0.10-10.0.0.20"], "prefix": 24}}))
+        .expect("a pool")
+    }
+
+    fn ready(reason: PoolReason) -> IPPoolStatus {
+        let condition = Condition {
+            type_: "Ready".to_owned(),
+            status: "True".to_owned(),
+            reason: reason.as_str().to_owned(),
+            message: String::new(),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        };
+        IPPoolStatus { conditions: vec![condition], ..IPPoolStatus::default() }
+    }
+
+    #[test]
+    fn a_pool_keeps_its_protection_while_addresses_reference_it() {
+        let protected = [PROTECT_POOL_FINALIZER];
+        // An allocation in flight references the pool as much as an IPAddress does.
+        let referenced = PoolReport { address_objects: 1, in_flight: 1, ..PoolReport::default() };
+        assert!(matches!(protection(&pool(&[], false, false), &referenced), Protection::Add(_)));
+        let kept = protection(&pool(&protected, false, false), &referenced);
+        assert!(matches!(kept, Protection::Keep { deleting_with: None }));
+        let deleting = protection(&pool(&protected, true, false), &referenced);
+        assert!(matches!(deleting, Protection::Keep { deleting_with: Some(2) }));
+        assert!(matches!(protection(&pool(&protected, true, false), &PoolReport::default()), Protection::Lift));
+        assert!(matches!(protection(&pool(&protected, true, true), &referenced), Protection::Lift));
+    }
+
+    #[test]
+    fn a_warning_is_said_once_and_a_valid_or_full_pool_is_no_warning() {
+        let conflict = ready(PoolReason::AddressConflict);
+        assert!(new_warning(None, &conflict).is_some());
+        assert!(new_warning(Some(&ready(PoolReason::Valid)), &conflict).is_some());
+        assert!(new_warning(Some(&conflict), &conflict).is_none());
+        assert!(new_warning(None, &ready(PoolReason::Valid)).is_none());
+        assert!(new_warning(Some(&conflict), &ready(PoolReason::Exhausted)).is_none());
+    }
 
     #[test]
     fn status_patch_clears_counts_the_desired_status_lacks() {
