@@ -37,6 +37,7 @@ pub mod allocator;
 pub mod api;
 pub mod cli;
 pub(crate) mod client;
+pub(crate) mod contract;
 pub(crate) mod controller;
 pub(crate) mod health;
 pub mod index;

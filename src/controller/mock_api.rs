@@ -141,6 +141,8 @@ pub struct World {
     pub addresses: AddressCacheWriter,
     pub claims: Writer<IPAddressClaim>,
     pub clusters: Writer<Cluster>,
+    /// What the index asks the controllers to look at again.
+    pub triggers: tokio::sync::mpsc::UnboundedReceiver<crate::index::Trigger>,
 }
 
 impl World {
@@ -158,7 +160,7 @@ impl World {
         let mut clusters = Writer::new(capi.cluster_resource());
         listed(&mut claims);
         listed(&mut clusters);
-        let (index, _triggers) = Index::new(Duration::ZERO);
+        let (index, triggers) = Index::new(Duration::ZERO);
         index.set_ready();
         let reporter = Reporter { controller: "ferro-ipam".into(), instance: Some("test".into()) };
         let ctx = Context {
@@ -183,7 +185,7 @@ impl World {
             clock: ServerClock::default(),
             first_seen: Default::default(),
         };
-        World { ctx: Arc::new(ctx), addresses, claims, clusters }
+        World { ctx: Arc::new(ctx), addresses, claims, clusters, triggers }
     }
 }
 

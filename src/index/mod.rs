@@ -17,6 +17,7 @@ mod spec;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -68,6 +69,9 @@ pub struct Index {
     spans: Arc<RwLock<spans::Spans>>,
     /// The time sticky addresses are remembered by: the API server's, not the local clock.
     clock: Clock,
+    /// How many times a pool appeared, changed its spec or facts, or went (see
+    /// [`Index::pool_changes`]).
+    changes: Arc<AtomicU64>,
 }
 
 /// Where the index reads the time.
@@ -100,6 +104,7 @@ impl Index {
             purpose_waiters: Arc::default(),
             spans: Arc::default(),
             clock,
+            changes: Arc::default(),
         };
         (index, receiver)
     }
@@ -201,6 +206,7 @@ impl Index {
         }
         let neighbours = if applied.spec_changed { self.respan(key, slot.ranges()) } else { Vec::new() };
         if applied.spec_changed || applied.facts_changed {
+            self.changes.fetch_add(1, Ordering::SeqCst);
             self.wake_purpose_waiters();
             self.wake_waiting(&mut slot);
         }
@@ -216,6 +222,7 @@ impl Index {
 
     /// A pool object is gone. Its holders stay (their objects still exist until deleted).
     pub fn remove_pool(&self, key: &PoolKey) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
         if let Some(slot) = self.existing_slot(key) {
             let mut slot = lock(&slot);
             slot.delete();
@@ -239,6 +246,13 @@ impl Index {
         if vacant {
             pools.remove(key);
         }
+    }
+
+    /// A count of pool changes: appearances, changes of spec or facts, removals. It moves before
+    /// the claims waiting on such changes are woken, so a claim that signs up to wait and then
+    /// finds the count moved since it read the pools knows it may have missed its wake.
+    pub fn pool_changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
     }
 
     /// Remembers a purpose claim to be triggered when any pool appears, changes or goes.
