@@ -23,7 +23,9 @@ use crate::index::Index;
 use crate::metrics::Metrics;
 
 use super::address_cache::{AddressCache, AddressCacheWriter};
-use super::context::Context;
+use super::context::{Caches, Context, Kube, Report, Writes};
+use super::latency::Latency;
+use super::write_throttle::WriteThrottle;
 
 type BodyCheck = Box<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
 
@@ -164,26 +166,34 @@ impl World {
         index.set_ready();
         let reporter = Reporter { controller: "ferro-ipam".into(), instance: Some("test".into()) };
         let ctx = Context {
-            client: client.clone(),
+            kube: Kube {
+                client: client.clone(),
+                capi,
+                claim_resource: capi.claim_resource(),
+                address_resource: capi.address_resource(),
+                cluster_resource: Some(capi.cluster_resource()),
+                fence,
+                clock: ServerClock::default(),
+            },
             index,
-            capi,
-            claim_resource: capi.claim_resource(),
-            address_resource: capi.address_resource(),
-            addresses: address_cache,
-            claims: claims.as_reader(),
-            // Clusters are listed, and none exists: claims that name none are served.
-            clusters: Some(clusters.as_reader()),
-            cluster_resource: Some(capi.cluster_resource()),
-            providers: super::provider::Providers::new(client.clone()),
-            recorder: Recorder::new(client, reporter),
-            metrics: Arc::new(Metrics::new()),
-            misconfig: crate::misconfig::Misconfig::new(Default::default(), Default::default()),
-            own_writes: super::own_writes::OwnWrites::new(Duration::from_secs(30)),
-            pool_writes: super::pool::WriteThrottle::new(Duration::ZERO, Duration::from_secs(5), 1000),
+            caches: Caches {
+                addresses: address_cache,
+                claims: claims.as_reader(),
+                // Clusters are listed, and none exists: claims that name none are served.
+                clusters: Some(clusters.as_reader()),
+                providers: super::provider::Providers::new(client.clone()),
+            },
+            report: Report {
+                recorder: Recorder::new(client, reporter),
+                metrics: Arc::new(Metrics::new()),
+                misconfig: crate::misconfig::Misconfig::new(Default::default(), Default::default()),
+                latency: Latency::default(),
+            },
+            writes: Writes {
+                own: super::own_writes::OwnWrites::new(Duration::from_secs(30)),
+                pools: WriteThrottle::new(Duration::ZERO, Duration::from_secs(5), 1000),
+            },
             only_namespace: None,
-            fence,
-            clock: ServerClock::default(),
-            first_seen: Default::default(),
         };
         World { ctx: Arc::new(ctx), addresses, claims, clusters, triggers }
     }

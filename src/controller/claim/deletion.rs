@@ -26,7 +26,8 @@ pub async fn release(loaded: &Loaded, deleted_at: Timestamp, ctx: &Context) -> R
     if !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if let Release::WaitGracePeriod(left) = release::plan(deleted_at, loaded.pool_facts(ctx).as_ref(), ctx.clock.now())
+    if let Release::WaitGracePeriod(left) =
+        release::plan(deleted_at, loaded.pool_facts(ctx).as_ref(), ctx.kube.clock.now())
     {
         debug!(claim = %holder, ?left, "holding the address for the pool's reuse grace period");
         return Ok(Action::requeue(left));
@@ -39,11 +40,11 @@ pub async fn release(loaded: &Loaded, deleted_at: Timestamp, ctx: &Context) -> R
     if let Some(existing) = existing.filter(|a| pool_key.is_some_and(|key| address::belongs_to(a, claim, key))) {
         delete_address(ctx, holder, &existing, None).await?;
         if let Some(key) = pool_key {
-            ctx.metrics.releases.get_or_create(&PoolLabels::of(key)).inc();
+            ctx.report.metrics.releases.get_or_create(&PoolLabels::of(key)).inc();
         }
         info!(claim = %holder, address = %existing.spec.address, "released");
     }
-    ctx.waited(holder);
+    ctx.report.latency.waited(holder);
     holds::release(pool_key, holder, ctx);
     if let Some(patch) = finalizers::without_finalizer(claim, RELEASE_ADDRESS_FINALIZER) {
         match patch_claim(ctx, claim, &patch).await {
@@ -51,7 +52,7 @@ pub async fn release(loaded: &Loaded, deleted_at: Timestamp, ctx: &Context) -> R
             other => drop(other?),
         }
     }
-    ctx.own_writes.forget(&uid_of(claim));
+    ctx.writes.own.forget(&uid_of(claim));
     Ok(Action::await_change())
 }
 
@@ -71,7 +72,7 @@ pub async fn forsake(loaded: &Loaded, ctx: &Context) -> Result<Action> {
         delete_address(ctx, holder, &existing, None).await?;
         info!(claim = %holder, address = %existing.spec.address, "the claim was gone before its status was written; its new IPAddress is deleted");
     }
-    ctx.waited(holder);
+    ctx.report.latency.waited(holder);
     holds::release(None, holder, ctx);
     Ok(Action::await_change())
 }

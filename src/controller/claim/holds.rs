@@ -38,7 +38,7 @@ pub fn try_take(loaded: &Loaded, pool: &ReadyPool, ctx: &Context) -> Result<Resu
         .map_err(|message| Unfulfilled::not_ready(ClaimReason::AllocationFailed, message))?;
     let taken = ctx.index.allocate(&pool.key, &loaded.holder, request);
     if let Err(AllocError::Exhausted(_)) = &taken {
-        ctx.metrics.exhaustions.get_or_create(&PoolLabels::of(&pool.key)).inc();
+        ctx.report.metrics.exhaustions.get_or_create(&PoolLabels::of(&pool.key)).inc();
     }
     Ok(taken)
 }

@@ -57,7 +57,7 @@ impl Loaded {
 
     /// Whether and how its Cluster holds it back (none when the API server serves no Cluster).
     pub fn cluster_state(&self, ctx: &Context) -> ClusterState {
-        match &ctx.clusters {
+        match &ctx.caches.clusters {
             Some(_) => ClusterState::of(self.cluster_name.clone(), self.cluster.as_deref()),
             None => ClusterState::Unnamed,
         }

@@ -49,7 +49,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Context>) -> Result<
     };
     // A deletion is a new version, so it is never waited for; this only spares repeating a write.
     let (uid, version) = (writes::uid_of(&claim), writes::version_of(&claim));
-    if claim.metadata.deletion_timestamp.is_none() && ctx.own_writes.outdated(&uid, &version) {
+    if claim.metadata.deletion_timestamp.is_none() && ctx.writes.own.outdated(&uid, &version) {
         debug!(claim = %holder, "the cached claim predates our last write to it; waiting for the watch to bring it");
         return Ok(Action::await_change());
     }
@@ -109,7 +109,7 @@ async fn fulfil(loaded: &Loaded, ctx: &Context) -> Result<IpAddr, Failure> {
     if let Some(existing) = ctx.cached_address(&loaded.holder.namespace, &loaded.holder.name) {
         return writes::keep(loaded, &existing, &pool.side(), ctx).await;
     }
-    ctx.seen(&loaded.holder);
+    ctx.report.latency.seen(&loaded.holder);
     let ip = match taken {
         Some(ip) => ip,
         None => holds::take(loaded, &pool, ctx)?,

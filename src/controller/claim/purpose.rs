@@ -34,7 +34,7 @@ pub async fn candidates(
     cluster: Option<&Cluster>,
 ) -> (Candidates, Option<String>) {
     let provider = match provider_kind(claim, cluster) {
-        Some(kind) => ctx.providers.of_kind(&kind).await,
+        Some(kind) => ctx.caches.providers.of_kind(&kind).await,
         None => None,
     };
     let pools = ctx.index.pools_labelled(purpose.label());

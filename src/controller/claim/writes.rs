@@ -31,15 +31,15 @@ use super::next::Unfulfilled;
 pub async fn create_address(loaded: &Loaded, pool: &ReadyPool, ip: IpAddr, ctx: &Context) -> Result<IpAddr, Failure> {
     let holder = &loaded.holder;
     let side = pool.side_for(ip);
-    let desired = address::desired(&loaded.claim, ctx.capi, &side, ip, loaded.cluster_name.as_deref());
+    let desired = address::desired(&loaded.claim, ctx.kube.capi, &side, ip, loaded.cluster_name.as_deref());
     // When the create left (local clock): the fence allowed it then, whenever the answer comes.
-    ctx.fence.wait_open().await;
+    ctx.kube.fence.wait_open().await;
     let sent = Timestamp::now();
     match ctx.address_api(&holder.namespace).create(&create_params(), &desired).await {
         Ok(_) => {
-            ctx.metrics.allocations.get_or_create(&PoolLabels::of(&pool.key)).inc();
-            if let Some(latency) = ctx.waited(holder) {
-                ctx.metrics.allocation_latency.observe(latency.as_secs_f64());
+            ctx.report.metrics.allocations.get_or_create(&PoolLabels::of(&pool.key)).inc();
+            if let Some(latency) = ctx.report.latency.waited(holder) {
+                ctx.report.metrics.allocation_latency.observe(latency.as_secs_f64());
             }
             info!(claim = %holder, %ip, pool = %pool.key, %sent, "allocated");
             Ok(ip)
@@ -91,7 +91,7 @@ pub async fn keep(loaded: &Loaded, existing: &IPAddress, pool: &PoolSide, ctx: &
         info!(claim = %holder, %ip, "IPAddress deleted while its claim lives; recreating it with the same address");
         return Err(Unfulfilled::Recreating.into());
     }
-    if let Some(patch) = address::adoption_patch(existing, claim, ctx.capi, pool, loaded.cluster_name.as_deref()) {
+    if let Some(patch) = address::adoption_patch(existing, claim, ctx.kube.capi, pool, loaded.cluster_name.as_deref()) {
         patch_address(ctx, holder, &patch).await?;
         info!(claim = %holder, %ip, "adopted an existing IPAddress");
     }
@@ -159,12 +159,12 @@ pub fn version_of(claim: &IPAddressClaim) -> String {
 
 /// Notes that a write replaced version `acted_on` of the claim by `written`.
 fn wrote(ctx: &Context, acted_on: &IPAddressClaim, written: &IPAddressClaim) {
-    ctx.own_writes.wrote(&uid_of(acted_on), &version_of(acted_on), &version_of(written));
+    ctx.writes.own.wrote(&uid_of(acted_on), &version_of(acted_on), &version_of(written));
 }
 
 /// Patches the claim's finalizers; returns the claim as written.
 pub async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -> Result<IPAddressClaim> {
-    ctx.fence.wait_open().await;
+    ctx.kube.fence.wait_open().await;
     let name = claim.name_any();
     let written = ctx
         .claim_api(&claim.namespace().unwrap_or_default())
@@ -176,7 +176,7 @@ pub async fn patch_claim(ctx: &Context, claim: &IPAddressClaim, patch: &Value) -
 }
 
 async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Result<()> {
-    ctx.fence.wait_open().await;
+    ctx.kube.fence.wait_open().await;
     ctx.address_api(&holder.namespace)
         .patch(&holder.name, &write_params(), &Patch::Merge(patch))
         .await
@@ -187,11 +187,11 @@ async fn patch_address(ctx: &Context, holder: &HolderKey, patch: &Value) -> Resu
 /// Step 4: `status.addressRef` and `Ready`, and an Event when the claim turns not ready.
 pub async fn status(ctx: &Context, loaded: &Loaded, address_name: Option<&str>, readiness: &Readiness) -> Result<()> {
     let (claim, cluster) = (loaded.claim.as_ref(), loaded.cluster.as_deref());
-    let Some(patch) = status::patch(ctx.capi, claim, address_name, readiness, ctx.clock.now()) else {
+    let Some(patch) = status::patch(ctx.kube.capi, claim, address_name, readiness, ctx.kube.clock.now()) else {
         return Ok(());
     };
     let name = claim.name_any();
-    ctx.fence.wait_open().await;
+    ctx.kube.fence.wait_open().await;
     let written = ctx
         .claim_api(&claim.namespace().unwrap_or_default())
         .patch_status(&name, &write_params(), &Patch::Merge(&patch))
@@ -200,10 +200,10 @@ pub async fn status(ctx: &Context, loaded: &Loaded, address_name: Option<&str>, 
     wrote(ctx, claim, &written);
     if !readiness.ready {
         let reason = readiness.event_reason.unwrap_or(readiness.reason.as_str());
-        ctx.publish(claim, &ctx.claim_resource, true, reason, readiness.message.clone()).await;
+        ctx.publish(claim, &ctx.kube.claim_resource, true, reason, readiness.message.clone()).await;
         // A purpose claim's shortage concerns its whole Cluster.
         if let (Some(event_reason), Some(cluster), Some(resource)) =
-            (readiness.event_reason, cluster, &ctx.cluster_resource)
+            (readiness.event_reason, cluster, &ctx.kube.cluster_resource)
         {
             let note = format!("IPAddressClaim {}: {}", name, readiness.message);
             ctx.publish(cluster, resource, true, event_reason, note).await;

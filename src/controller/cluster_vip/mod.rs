@@ -44,7 +44,7 @@ pub fn claim_name(cluster: &str) -> String {
 /// The VIP claim of a Cluster: a purpose claim for "a VIP", owned by the Cluster.
 fn desired_claim(cluster: &Cluster, ctx: &Context) -> Value {
     let name = cluster.name_any();
-    let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
+    let resource = ctx.kube.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
     let mut labels = json!({ CLUSTER_NAME_LABEL: name, ROLE_LABEL: ROLE });
     // An instance with --watch-filter serves only claims carrying its filter: keep the Cluster's.
     if let Some(filter) = cluster.labels().get(WATCH_FILTER_LABEL) {
@@ -53,12 +53,12 @@ fn desired_claim(cluster: &Cluster, ctx: &Context) -> Value {
     let mut spec = json!({
         "poolRef": { "apiGroup": IPAM_GROUP, "kind": GLOBAL_IN_CLUSTER_IP_POOL, "name": VIPS_LABEL },
     });
-    if ctx.capi == CapiVersion::V1Beta2 {
+    if ctx.kube.capi == CapiVersion::V1Beta2 {
         spec["clusterName"] = json!(name);
     }
     json!({
-        "apiVersion": ctx.claim_resource.api_version,
-        "kind": ctx.claim_resource.kind,
+        "apiVersion": ctx.kube.claim_resource.api_version,
+        "kind": ctx.kube.claim_resource.kind,
         "metadata": {
             "name": claim_name(&name),
             "namespace": cluster.namespace(),
@@ -91,10 +91,10 @@ fn address_of(claim: &IPAddressClaim, ctx: &Context) -> Option<IpAddr> {
 }
 
 async fn patch_cluster(ctx: &Context, cluster: &Cluster, patch: &Value, what: &str) -> Result<()> {
-    let (Some(resource), Some(namespace)) = (&ctx.cluster_resource, cluster.namespace()) else {
+    let (Some(resource), Some(namespace)) = (&ctx.kube.cluster_resource, cluster.namespace()) else {
         return Ok(());
     };
-    kube::Api::<Cluster>::namespaced_with(ctx.client.clone(), &namespace, resource)
+    kube::Api::<Cluster>::namespaced_with(ctx.kube.client.clone(), &namespace, resource)
         .patch(&cluster.name_any(), &super::write_params(), &Patch::Merge(patch))
         .await
         .map_err(|e| Error::kube(format!("{what} of Cluster {namespace}/{}", cluster.name_any()), e))?;
@@ -113,7 +113,8 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
                 let note = format!(
                     "IPAddressClaim {name} exists and is not this Cluster's VIP claim; delete or rename it to get a control-plane VIP"
                 );
-                let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
+                let resource =
+                    ctx.kube.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
                 ctx.publish(cluster.as_ref(), &resource, true, "ControlPlaneVIPClaimNameTaken", note).await;
                 return Ok(Action::await_change());
             }
@@ -123,7 +124,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
     };
     let address = claim.as_deref().and_then(|c| address_of(c, &ctx));
     let step = plan::plan(&Observed { cluster: &cluster, claim: claim.as_deref(), address });
-    let resource = ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
+    let resource = ctx.kube.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource());
     match step {
         Step::Nothing(why) => {
             debug!(cluster = %cluster.name_any(), %why, "control-plane VIP: nothing to do");

@@ -165,7 +165,7 @@ async fn a_conflict_on_the_finalizer_is_an_expected_retry() {
 
 /// The `used` count the pool's metrics show, for IPv4.
 fn used_in_metrics(world: &World) -> Option<String> {
-    let text = world.ctx.metrics.encode();
+    let text = world.ctx.report.metrics.encode();
     let line = text.lines().find(|l| l.starts_with("ferro_ipam_pool_addresses") && l.contains("state=\"used\""))?;
     line.rsplit(' ').next().map(str::to_owned)
 }
@@ -181,8 +181,8 @@ async fn a_pool_written_just_now_is_not_reported_again_until_its_write_interval_
     }
     world.claims.apply_watcher_event(&Event::InitDone);
     // Writes at least 500 ms apart, as deployed.
-    Arc::get_mut(&mut world.ctx).expect("not shared yet").pool_writes =
-        crate::controller::pool::WriteThrottle::new(Duration::from_millis(500), Duration::from_secs(5), 20);
+    Arc::get_mut(&mut world.ctx).expect("not shared yet").writes.pools =
+        crate::controller::write_throttle::WriteThrottle::new(Duration::from_millis(500), Duration::from_secs(5), 20);
     super::reconcile(Arc::new(pool.clone()), world.ctx.clone()).await.expect("status written");
     api.finish();
     assert_eq!(used_in_metrics(&world).as_deref(), Some("1.0"));

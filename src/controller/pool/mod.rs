@@ -6,7 +6,6 @@ mod api_tests;
 mod kind;
 pub mod other_provider;
 mod status;
-mod throttle;
 
 use std::sync::Arc;
 
@@ -24,10 +23,9 @@ use super::error::{Error, Result};
 use super::finalizers::{with_finalizer, without_finalizer};
 
 pub use kind::PoolObject;
-pub use throttle::WriteThrottle;
 
 fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
-    K::api(ctx.client.clone(), pool.namespace().as_deref())
+    K::api(ctx.kube.client.clone(), pool.namespace().as_deref())
 }
 
 /// Reconciles one pool of either kind.
@@ -40,13 +38,14 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
     // its pool, so computing it each time cost a pool of N claims N x N during a storm.
     if protected
         && pool.meta().deletion_timestamp.is_none()
-        && let Some(wait) = ctx.pool_writes.wait(&key)
+        && let Some(wait) = ctx.writes.pools.wait(&key)
     {
         return Ok(Action::requeue(wait));
     }
     let mut report = ctx.index.report(&key);
     // Until the claims are listed every address would look unclaimed: say nothing before then.
-    let claims_listed = futures::FutureExt::now_or_never(ctx.claims.wait_until_ready()).is_some_and(|r| r.is_ok());
+    let claims_listed =
+        futures::FutureExt::now_or_never(ctx.caches.claims.wait_until_ready()).is_some_and(|r| r.is_ok());
     if claims_listed {
         report.unclaimed = report
             .object_holders
@@ -67,7 +66,7 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
                 patch_pool(&ctx, pool.as_ref(), &patch).await?;
                 info!(pool = %key, "deletion protection lifted");
             }
-            ctx.metrics.forget_pool(&key);
+            ctx.report.metrics.forget_pool(&key);
             return Ok(Action::await_change());
         }
         Some(referenced)
@@ -79,17 +78,17 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
         None
     };
 
-    ctx.metrics.set_pool(&key, &report);
-    let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, ctx.clock.now());
+    ctx.report.metrics.set_pool(&key, &report);
+    let desired = status::desired(&report, pool.status(), pool.meta().generation, deleting_with, ctx.kube.clock.now());
     if pool.status() != Some(&desired) {
         // During a storm of allocations the counts change with every address: see WriteThrottle.
-        if let Some(wait) = ctx.pool_writes.wait(&key) {
+        if let Some(wait) = ctx.writes.pools.wait(&key) {
             return Ok(Action::requeue(wait));
         }
         api(&ctx, pool.as_ref())
             .patch_status(&name, &super::write_params(), &Patch::Merge(status_patch(&desired)))
             .await
-            .inspect(|_| ctx.pool_writes.wrote(&key))
+            .inspect(|_| ctx.writes.pools.wrote(&key))
             .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
         let old_reason =
             pool.status().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready")).map(|c| c.reason.clone());

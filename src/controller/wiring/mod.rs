@@ -26,9 +26,11 @@ use crate::metrics::Metrics;
 use crate::misconfig::Misconfig;
 
 use super::address_cache::AddressCache;
-use super::context::Context;
+use super::context::{Caches, Context, Kube, Report, Writes};
 use super::discovery::CapiVersions;
-use super::pool;
+use super::latency::Latency;
+use super::own_writes::OwnWrites;
+use super::write_throttle::WriteThrottle;
 
 pub use settings::{Listing, Settings};
 
@@ -104,29 +106,33 @@ impl Term {
     ) -> Context {
         let reporter = Reporter { controller: "ferro-ipam".into(), instance: self.settings.instance.clone() };
         Context {
-            client: self.client.clone(),
+            kube: Kube {
+                client: self.client.clone(),
+                capi: self.versions.ipam,
+                claim_resource: claims.resource.clone(),
+                address_resource: self.versions.ipam.address_resource(),
+                cluster_resource: clusters.map(|c| c.resource.clone()),
+                fence: self.settings.fence.clone(),
+                clock: self.settings.clock.clone(),
+            },
             index: index.clone(),
-            capi: self.versions.ipam,
-            claim_resource: claims.resource.clone(),
-            address_resource: self.versions.ipam.address_resource(),
-            addresses,
-            claims: claims.store.clone(),
-            clusters: clusters.map(|c| c.store.clone()),
-            cluster_resource: clusters.map(|c| c.resource.clone()),
-            providers: super::provider::Providers::new(self.client.clone()),
-            recorder: Recorder::new(self.client.clone(), reporter),
-            metrics: self.metrics.clone(),
-            misconfig: self.misconfig.clone(),
-            first_seen: Default::default(),
+            caches: Caches {
+                addresses,
+                claims: claims.store.clone(),
+                clusters: clusters.map(|c| c.store.clone()),
+                providers: super::provider::Providers::new(self.client.clone()),
+            },
+            report: Report {
+                recorder: Recorder::new(self.client.clone(), reporter),
+                metrics: self.metrics.clone(),
+                misconfig: self.misconfig.clone(),
+                latency: Latency::default(),
+            },
+            writes: Writes {
+                own: OwnWrites::new(OWN_WRITES_MAX_AGE),
+                pools: WriteThrottle::new(POOL_WRITES_MIN_INTERVAL, POOL_WRITES_MAX_INTERVAL, POOL_WRITES_PER_SECOND),
+            },
             only_namespace: self.settings.namespace.clone(),
-            pool_writes: pool::WriteThrottle::new(
-                POOL_WRITES_MIN_INTERVAL,
-                POOL_WRITES_MAX_INTERVAL,
-                POOL_WRITES_PER_SECOND,
-            ),
-            own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
-            clock: self.settings.clock.clone(),
-            fence: self.settings.fence.clone(),
         }
     }
 
@@ -140,7 +146,7 @@ impl Term {
             loop {
                 metrics.claims_waiting.set(i64::try_from(index.waiting_claims()).unwrap_or(i64::MAX));
                 index.expire_remembered();
-                ctx.own_writes.expire();
+                ctx.writes.own.expire();
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         }

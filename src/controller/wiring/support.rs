@@ -87,11 +87,11 @@ where
     };
     let span = tracing::debug_span!("reconcile", controller, object = %name);
     // A suspended term's reconciles wait here rather than fail their writes.
-    ctx.fence.wait_open().await;
-    let metrics = ctx.metrics.clone();
+    ctx.kube.fence.wait_open().await;
+    let metrics = ctx.report.metrics.clone();
     metrics.reconciles_in_flight.get_or_create(&labels).inc();
     let started = Instant::now();
-    let misconfig = ctx.misconfig.clone();
+    let misconfig = ctx.report.misconfig.clone();
     let result = reconcile(object, ctx).instrument(span).await;
     // A write no retry can fix (RBAC, a webhook that cannot be called) is a misconfiguration of
     // this object until one of its reconciles succeeds.
