@@ -38,6 +38,8 @@ pub mod api;
 pub mod cli;
 pub(crate) mod client;
 pub(crate) mod controller;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub(crate) mod health;
 pub mod index;
 pub mod inspect;

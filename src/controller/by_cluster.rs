@@ -97,7 +97,7 @@ impl ClaimsByCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::claim::fixtures;
+    use crate::fixtures;
 
     fn claim(name: &str, cluster: Option<&str>) -> IPAddressClaim {
         let mut claim = fixtures::claim(name, "pool");

@@ -110,7 +110,7 @@ impl Providers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::claim::fixtures::{claim, cluster};
+    use crate::fixtures::{claim, cluster};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn owner(api_version: &str, kind: &str, name: &str, controller: bool) -> OwnerReference {

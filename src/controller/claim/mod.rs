@@ -8,8 +8,6 @@
 mod address;
 #[cfg(test)]
 mod api_tests;
-#[cfg(test)]
-pub(crate) mod fixtures;
 mod gate;
 mod loaded;
 mod purpose;
