@@ -33,6 +33,8 @@
 //! - **suspended**: a term whose fence is shut because renewals failed; it resumes if the Lease
 //!   still names this replica at the next renewal.
 
+#![forbid(unsafe_code)]
+
 pub mod allocator;
 pub mod api;
 pub mod cli;
