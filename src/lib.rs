@@ -51,3 +51,4 @@ pub(crate) mod other_provider;
 pub mod preflight;
 pub mod run;
 pub(crate) mod selection;
+pub(crate) mod sync;
