@@ -15,8 +15,10 @@ pub const MAX_ENTRY_LENGTH: u32 = 100;
 pub const MAX_ENTRIES: u32 = 1024;
 
 /// The addresses a pool hands out. Shared by both pool kinds.
-// clippy reads the repeated `type_ = ...` of the print columns as duplicated attributes.
-#[allow(clippy::duplicated_attributes)]
+#[expect(
+    clippy::duplicated_attributes,
+    reason = "clippy reads the repeated `type_ = ...` of the print columns as duplicated attributes"
+)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "ipam.cluster.x-k8s.io",

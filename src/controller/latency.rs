@@ -2,10 +2,11 @@
 //! without one until its `IPAddress` was written (the allocation latency histogram).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::index::HolderKey;
+use crate::sync::lock;
 
 /// When each claim still waiting for its address was first seen.
 #[derive(Default)]
@@ -16,13 +17,13 @@ pub struct Latency {
 impl Latency {
     /// Notes the first time a claim without an address is seen.
     pub fn seen(&self, holder: &HolderKey) {
-        let mut seen = self.first_seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut seen = lock(&self.first_seen);
         seen.entry(holder.clone()).or_insert_with(Instant::now);
     }
 
     /// How long a claim has waited since it was first seen, forgetting it.
     pub fn waited(&self, holder: &HolderKey) -> Option<Duration> {
-        let mut seen = self.first_seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut seen = lock(&self.first_seen);
         seen.remove(holder).map(|since| since.elapsed())
     }
 }

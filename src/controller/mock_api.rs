@@ -5,7 +5,7 @@
 //! No API server, no network: a reconcile test runs in milliseconds.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Method, Request, Response};
@@ -26,6 +26,7 @@ use super::address_cache::{AddressCache, AddressCacheWriter};
 use super::context::{Caches, Context, Kube, Report, Writes};
 use super::latency::Latency;
 use super::write_throttle::WriteThrottle;
+use crate::sync::lock;
 
 type BodyCheck = Box<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
 
@@ -90,7 +91,7 @@ impl MockApi {
     }
 
     fn log(&self) -> std::sync::MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.log)
     }
 
     /// The requests sent so far, as `METHOD path`.
@@ -112,7 +113,7 @@ async fn answer(log: &Mutex<Log>, request: Request<Body>) -> Response<Body> {
     let bytes = body.collect_bytes().await.unwrap_or_default();
     let sent: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let line = format!("{} {}", parts.method, parts.uri.path());
-    let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut log = lock(log);
     log.sent.push(line.clone());
     let Some(expected) = log.script.pop_front() else {
         log.failures.push(format!("{line}: nothing more was expected"));

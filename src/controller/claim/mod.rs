@@ -14,8 +14,6 @@
 #[cfg(test)]
 mod api_tests;
 mod deletion;
-#[cfg(test)]
-pub(crate) mod fixtures;
 mod holds;
 mod loaded;
 mod next;

@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use kube::runtime::controller::Action;
 
-use super::fixtures;
 use super::loaded::Loaded;
 use super::next::{Outcome, RECHECK, SHORTLY, Unfulfilled, Wake, after, plan};
 use crate::api::conditions::ClaimReason;
 use crate::contract::Target;
 use crate::controller::mock_api::World;
+use crate::fixtures;
 use crate::index::{PoolFacts, PoolKey, Trigger};
 use crate::selection::Purpose;
 

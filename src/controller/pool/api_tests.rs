@@ -12,6 +12,7 @@ use crate::api::InClusterIPPool;
 use crate::api::keys::PROTECT_POOL_FINALIZER;
 use crate::controller::mock_api::{Expect, MockApi, World, path};
 use crate::controller::pool::PoolObject;
+use crate::fixtures::{check, claim, finalizers};
 use crate::index::{HoldKind, HolderKey};
 
 const POOLS: &str = "ipam.cluster.x-k8s.io/v1alpha2";
@@ -45,19 +46,6 @@ fn world_with(pool: &InClusterIPPool, held: &[(&str, &str)], client: kube::Clien
 /// The API server's answer to a write: the pool object (its content does not matter here).
 fn answer() -> Value {
     serde_json::to_value(pool(&["10.0.0.10-10.0.0.20"], &[PROTECT_POOL_FINALIZER], false)).unwrap()
-}
-
-fn finalizers(body: &Value) -> Vec<String> {
-    body["metadata"]["finalizers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f.as_str().map(str::to_owned))
-        .collect()
-}
-
-fn check(condition: bool, problem: &str) -> Result<(), String> {
-    if condition { Ok(()) } else { Err(problem.to_owned()) }
 }
 
 /// A status write with `Ready=False`, `reason` and a message holding `says`, then a warning
@@ -112,7 +100,7 @@ async fn a_protected_pool_gets_exact_counts_and_a_ready_condition() {
     // The claims of both addresses exist, so neither address counts as unclaimed.
     world.claims.apply_watcher_event(&Event::Init);
     for name in ["a", "b"] {
-        world.claims.apply_watcher_event(&Event::InitApply(crate::controller::claim::fixtures::claim(name, "pool")));
+        world.claims.apply_watcher_event(&Event::InitApply(claim(name, "pool")));
     }
     world.claims.apply_watcher_event(&Event::InitDone);
 
@@ -177,7 +165,7 @@ async fn a_pool_written_just_now_is_not_reported_again_until_its_write_interval_
     let mut world = world_with(&pool, &[("a", "10.0.0.10")], client);
     world.claims.apply_watcher_event(&Event::Init);
     for name in ["a", "b"] {
-        world.claims.apply_watcher_event(&Event::InitApply(crate::controller::claim::fixtures::claim(name, "pool")));
+        world.claims.apply_watcher_event(&Event::InitApply(claim(name, "pool")));
     }
     world.claims.apply_watcher_event(&Event::InitDone);
     // Writes at least 500 ms apart, as deployed.

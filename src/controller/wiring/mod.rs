@@ -6,6 +6,7 @@ mod addresses;
 mod claims;
 mod clusters;
 mod pools;
+mod readiness;
 mod router;
 mod settings;
 mod support;
@@ -31,6 +32,7 @@ use super::discovery::CapiVersions;
 use super::latency::Latency;
 use super::own_writes::OwnWrites;
 use super::write_throttle::WriteThrottle;
+use readiness::ReadinessGate;
 
 pub use settings::{Listing, Settings};
 
@@ -42,10 +44,6 @@ const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
 const POOL_WRITES_MIN_INTERVAL: Duration = Duration::from_millis(500);
 const POOL_WRITES_MAX_INTERVAL: Duration = Duration::from_secs(5);
 const POOL_WRITES_PER_SECOND: u32 = 20;
-
-/// The listings the index waits for before any claim allocates: the `IPAddress`es and each of
-/// the four pool kinds.
-const LISTINGS: usize = 5;
 
 /// What the controllers of a term run with.
 pub struct Term {
@@ -64,9 +62,11 @@ impl Term {
         let shutdown = futures::FutureExt::shared(shutdown);
         let clock = self.settings.clock.clone();
         let (index, index_triggers) = Index::with_clock(self.settings.sticky, Arc::new(move || clock.now()));
-        let listed = support::readiness_gate(&index, LISTINGS);
+        // The index waits for the first listing of every watch feeding it before any claim
+        // allocates: the `IPAddress`es and each of the four pool kinds.
+        let gate = ReadinessGate::new(&index);
 
-        let (addresses, address_watch) = addresses::watch(self, &index, listed());
+        let (addresses, address_watch) = addresses::watch(self, &index, gate.listing());
         let claims = claims::ClaimWatch::new(self);
         let clusters = self.versions.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
         let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
@@ -80,10 +80,12 @@ impl Term {
         let pools = pools::PoolControllers { term: self, index: &index, ctx: ctx.clone(), shutdown: shutdown.clone() };
         // Global pools' status and protection are left to an instance that sees every namespace.
         let manage_global = self.settings.namespace.is_none();
-        let in_cluster = pools.of_kind::<InClusterIPPool>(true, listed(), routes.in_cluster);
-        let global = pools.of_kind::<GlobalInClusterIPPool>(manage_global, listed(), routes.global);
-        let in_cluster_prefix = pools.of_kind::<InClusterPrefixPool>(true, listed(), routes.in_cluster_prefix);
-        let global_prefix = pools.of_kind::<GlobalInClusterPrefixPool>(manage_global, listed(), routes.global_prefix);
+        let in_cluster = pools.of_kind::<InClusterIPPool>(true, gate.listing(), routes.in_cluster);
+        let global = pools.of_kind::<GlobalInClusterIPPool>(manage_global, gate.listing(), routes.global);
+        let in_cluster_prefix = pools.of_kind::<InClusterPrefixPool>(true, gate.listing(), routes.in_cluster_prefix);
+        let global_prefix =
+            pools.of_kind::<GlobalInClusterPrefixPool>(manage_global, gate.listing(), routes.global_prefix);
+        gate.close();
 
         // The controllers end on shutdown; the watches and the router end with them.
         let pools = future::join4(in_cluster, global, in_cluster_prefix, global_prefix);

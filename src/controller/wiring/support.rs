@@ -1,9 +1,8 @@
-//! What every part of the wiring uses: stores, lean objects, the index's readiness count, and
-//! how a reconcile is run, counted and retried.
+//! What every part of the wiring uses: stores, lean objects, and how a reconcile is run, counted
+//! and retried.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use futures::{Stream, StreamExt, future};
@@ -12,7 +11,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector;
 use tracing::{Instrument, debug, warn};
 
-use crate::index::Index;
 use crate::metrics::ControllerLabels;
 
 use crate::controller::context::Context;
@@ -50,22 +48,6 @@ pub fn lean<K: kube::Resource>(object: &mut K) {
 pub fn lean_object<P: Clone, U: Clone>(object: &mut Object<P, U>) {
     lean(object);
     object.types = None;
-}
-
-/// Counts down the listings the index waits for, and marks it ready after the last.
-pub fn readiness_gate(index: &Index, parts: usize) -> impl Fn() -> Box<dyn FnOnce() + Send> {
-    let left = Arc::new(AtomicUsize::new(parts));
-    let index = index.clone();
-    move || {
-        let left = left.clone();
-        let index = index.clone();
-        Box::new(move || {
-            if left.fetch_sub(1, Ordering::SeqCst) == 1 {
-                index.set_ready();
-                debug!("index complete: claims may allocate");
-            }
-        })
-    }
 }
 
 /// Runs one reconcile inside a span naming the object, and counts it.
