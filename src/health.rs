@@ -10,13 +10,15 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use tokio::net::TcpListener;
+
+use crate::sync::lock;
 
 /// How long a part may be stuck before `/healthz` fails.
 pub const DEFAULT_STUCK_AFTER: Duration = Duration::from_secs(120);
@@ -52,7 +54,7 @@ impl Health {
     }
 
     fn parts(&self) -> std::sync::MutexGuard<'_, Parts> {
-        self.parts.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.parts)
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -66,12 +68,12 @@ impl Health {
 
     /// Sets (or clears) the misconfigurations that make this replica unready.
     pub fn set_misconfigured(&self, why: Option<String>) {
-        *self.misconfigured.lock().unwrap_or_else(PoisonError::into_inner) = why;
+        *lock(&self.misconfigured) = why;
     }
 
     /// Why `/readyz` fails, or None when it answers 200.
     fn not_ready_because(&self) -> Option<String> {
-        if let Some(why) = self.misconfigured.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+        if let Some(why) = lock(&self.misconfigured).clone() {
             return Some(format!("misconfigured: {why}"));
         }
         (!self.ready.load(Ordering::SeqCst)).then(|| "not ready".to_owned())

@@ -35,11 +35,16 @@
 //! - **suspended**: a term whose fence is shut because renewals failed; it resumes if the Lease
 //!   still names this replica at the next renewal.
 
+#![forbid(unsafe_code)]
+
 pub mod allocator;
 pub mod api;
 pub mod cli;
 pub(crate) mod client;
+pub(crate) mod contract;
 pub(crate) mod controller;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub(crate) mod health;
 pub mod index;
 pub mod inspect;
@@ -50,3 +55,4 @@ pub(crate) mod other_provider;
 pub mod preflight;
 pub mod run;
 pub(crate) mod selection;
+pub(crate) mod sync;

@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+
 use ferro_ipam::cli::{Cli, Command};
 
 #[tokio::main]

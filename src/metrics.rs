@@ -42,7 +42,10 @@ impl PoolLabels {
 
 /// What a pool address gauge counts.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
+#[expect(
+    non_camel_case_types,
+    reason = "EncodeLabelValue writes a variant's name as the label value, and the values are snake_case"
+)]
 pub enum AddressState {
     total,
     used,

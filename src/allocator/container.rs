@@ -24,7 +24,7 @@ pub(super) enum Container {
     Small { len: u8, values: [u16; SMALL_MAX] },
     /// Sorted values, more than `SMALL_MAX`, at most `ARRAY_MAX`. Boxed so that a container
     /// stays two words: sparse pools pay per chunk, dense chunks amortise the extra pointer.
-    #[allow(clippy::box_collection, reason = "a thin pointer keeps Container at 16 bytes")]
+    #[expect(clippy::box_collection, reason = "a thin pointer keeps Container at 16 bytes")]
     Array(Box<Vec<u16>>),
     /// More than `ARRAY_MAX` values (down to `BITMAP_SHRINK` once there).
     Bitmap(Box<Bits>),

@@ -1,8 +1,5 @@
 use super::*;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
+use crate::fixtures::ip;
 
 fn bounds(entry: &str) -> (IpAddr, IpAddr) {
     let parsed = parse_entry(entry).unwrap();

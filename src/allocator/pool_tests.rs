@@ -1,5 +1,6 @@
 use super::*;
-use crate::allocator::test_support::{Def, allocatable, def, ip};
+use crate::allocator::test_support::{Def, allocatable, def};
+use crate::fixtures::ip;
 
 fn take(pool: &mut FamilyPool, n: usize) -> Vec<String> {
     (0..n).map(|_| pool.allocate_lowest().map_or("-".into(), |a| a.to_string())).collect()

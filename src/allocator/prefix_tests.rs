@@ -4,10 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::allocator::{AllocateError, FamilyPool, Marked, NotInPool, SpecError};
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
+use crate::fixtures::ip;
 
 fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| (*s).to_owned()).collect()

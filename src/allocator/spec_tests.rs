@@ -2,7 +2,8 @@
 //! provider's `PoolSpecToIPSet` cases, with its counts).
 
 use super::*;
-use crate::allocator::test_support::{allocatable, def, ip};
+use crate::allocator::test_support::{allocatable, def};
+use crate::fixtures::ip;
 
 fn addresses(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|s| ip(s)).collect()

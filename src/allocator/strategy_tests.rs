@@ -2,8 +2,9 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::*;
-use crate::allocator::test_support::{def, ip};
+use crate::allocator::test_support::def;
 use crate::allocator::{FamilyPool, MAX_REMEMBERED_RELEASES};
+use crate::fixtures::ip;
 
 fn pool_with(addresses: &str, prefix: u8, strategy: Strategy) -> FamilyPool {
     let mut pool = def(&[addresses], prefix).pool();

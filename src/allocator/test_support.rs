@@ -53,10 +53,6 @@ impl Def {
     }
 }
 
-pub(super) fn ip(s: &str) -> IpAddr {
-    s.parse().expect("test address parses")
-}
-
 /// Every allocatable address, lowest first, by draining a clone.
 pub(super) fn allocatable(pool: &FamilyPool) -> Vec<IpAddr> {
     let mut drained = pool.clone();

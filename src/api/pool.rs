@@ -13,8 +13,10 @@ use super::validation::{self, apply_rules};
 pub use super::validation::{MAX_ENTRIES, MAX_ENTRY_LENGTH};
 
 /// The addresses a pool hands out. Shared by both pool kinds.
-// clippy reads the repeated `type_ = ...` of the print columns as duplicated attributes.
-#[allow(clippy::duplicated_attributes)]
+#[expect(
+    clippy::duplicated_attributes,
+    reason = "clippy reads the repeated `type_ = ...` of the print columns as duplicated attributes"
+)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "ipam.cluster.x-k8s.io",

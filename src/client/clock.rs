@@ -8,9 +8,11 @@
 //! never ahead of the server, at most about a second behind it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::sync::lock;
 
 /// How many recent responses the offset is taken from; a clock that is stepped shows within as
 /// many responses.
@@ -25,7 +27,7 @@ pub struct ServerClock {
 impl ServerClock {
     /// Notes a response whose `Date` header said `date`, received at local time `received`.
     pub fn observe(&self, date: Timestamp, received: Timestamp) {
-        let mut offsets = self.offsets.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut offsets = lock(&self.offsets);
         if offsets.len() == SAMPLES {
             offsets.pop_front();
         }
@@ -42,7 +44,7 @@ impl ServerClock {
     /// How far the server's clock is ahead of the local one (negative: behind); zero before the
     /// first response.
     pub fn offset(&self) -> SignedDuration {
-        let offsets = self.offsets.lock().unwrap_or_else(PoisonError::into_inner);
+        let offsets = lock(&self.offsets);
         offsets.iter().copied().max().unwrap_or(SignedDuration::ZERO)
     }
 

@@ -14,6 +14,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, Service};
 
+use crate::sync::lock;
+
 /// Wraps a service so that its requests keep to a rate.
 #[derive(Clone)]
 pub struct RateLimitLayer {
@@ -55,7 +57,7 @@ struct Bucket {
 impl Bucket {
     /// Takes the next turn: the instant at which a request made at `now` may go.
     fn reserve(&self, now: Instant) -> Instant {
-        let mut arrival = self.arrival.lock().unwrap_or_else(|e| e.into_inner());
+        let mut arrival = lock(&self.arrival);
         let due = arrival.map_or(now, |a| a.max(now));
         *arrival = Some(due + self.interval);
         due.checked_sub(self.tolerance).map_or(now, |at| at.max(now))

@@ -7,11 +7,12 @@
 //! it keys by a name under a shared namespace instead: about half a kilobyte less per address.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::runtime::watcher::Event;
 
 use crate::api::capi::IPAddress;
+use crate::sync::{read, write};
 
 type Names = HashMap<Box<str>, Arc<IPAddress>>;
 type Namespaces = HashMap<Arc<str>, Names>;
@@ -31,11 +32,11 @@ impl AddressCache {
 
     fn read(&self) -> RwLockReadGuard<'_, Namespaces> {
         // Every write leaves the maps whole: a panic cannot leave one half-updated.
-        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+        read(&self.objects)
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Namespaces> {
-        self.objects.write().unwrap_or_else(PoisonError::into_inner)
+        write(&self.objects)
     }
 
     /// The `IPAddress` of this namespace and name, as the watch last saw it.

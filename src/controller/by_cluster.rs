@@ -3,7 +3,7 @@
 //! thousands of pools, that scan at each leader start was quadratic).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
@@ -11,6 +11,7 @@ use kube::runtime::watcher::Event;
 use crate::api::capi::IPAddressClaim;
 
 use crate::api::capi::cluster_name;
+use crate::sync::lock;
 
 /// (namespace, name) of a claim or a Cluster.
 type Named = (String, String);
@@ -63,7 +64,7 @@ struct State {
 
 impl ClaimsByCluster {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner)
     }
 
     /// Follows one event of the claim watch.
@@ -97,7 +98,7 @@ impl ClaimsByCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::claim::fixtures;
+    use crate::fixtures;
 
     fn claim(name: &str, cluster: Option<&str>) -> IPAddressClaim {
         let mut claim = fixtures::claim(name, "pool");

@@ -1,4 +1,8 @@
-//! What every reconcile shares: the client, the index, the stores and the event recorder.
+//! What every reconcile shares, in four groups: the API server (`Kube`), what the watches last
+//! saw (`Caches`), what the controllers say (`Report`), and what this instance remembers of its
+//! own writes (`Writes`); besides them the index, and the namespace this instance serves.
+
+use std::sync::Arc;
 
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -8,76 +12,92 @@ use tracing::warn;
 
 use crate::api::CapiVersion;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
-use crate::index::{HolderKey, Index};
+use crate::client::{Fence, ServerClock};
+use crate::index::Index;
 use crate::metrics::Metrics;
+use crate::misconfig::Misconfig;
+
+use super::address_cache::AddressCache;
+use super::latency::Latency;
+use super::own_writes::OwnWrites;
+use super::provider::Providers;
+use super::write_throttle::WriteThrottle;
 
 /// Shared state of the controllers.
 pub struct Context {
-    pub client: Client,
+    pub kube: Kube,
     pub index: Index,
+    pub caches: Caches,
+    pub report: Report,
+    pub writes: Writes,
+    /// The namespace this instance is confined to (`--namespace`), if any.
+    pub only_namespace: Option<String>,
+}
+
+/// The API server: the client, the resources it serves, and when and by which clock to write.
+pub struct Kube {
+    pub client: Client,
     pub capi: CapiVersion,
     pub claim_resource: ApiResource,
     pub address_resource: ApiResource,
-    pub addresses: super::address_cache::AddressCache,
+    /// The served `Cluster` resource; None when the API server serves no CAPI `Cluster`.
+    pub cluster_resource: Option<ApiResource>,
+    /// Whether this replica may write now (its leadership term is not suspended).
+    pub fence: Fence,
+    /// The API server's clock: grace periods and condition times are on it.
+    pub clock: ServerClock,
+}
+
+/// What the watches last saw.
+pub struct Caches {
+    pub addresses: AddressCache,
     pub claims: Store<IPAddressClaim>,
     /// None when the API server serves no CAPI `Cluster` (then no claim waits for one).
     pub clusters: Option<Store<Cluster>>,
-    /// The served `Cluster` resource, when there is one.
-    pub cluster_resource: Option<ApiResource>,
     /// The infrastructure provider of a claim's owner, for purpose pools.
-    pub providers: super::provider::Providers,
+    pub providers: Providers,
+}
+
+/// What the controllers say: Events, metrics, misconfigurations, and the allocation latency.
+pub struct Report {
     pub recorder: Recorder,
-    pub metrics: std::sync::Arc<Metrics>,
+    pub metrics: Arc<Metrics>,
     /// Where a reconcile's misconfiguration is said (ERROR, gauge, readiness).
-    pub misconfig: crate::misconfig::Misconfig,
+    pub misconfig: Misconfig,
+    pub latency: Latency,
+}
+
+/// What this instance remembers of its own writes.
+pub struct Writes {
     /// The cached claim versions this instance has written over.
-    pub own_writes: super::own_writes::OwnWrites,
+    pub own: OwnWrites,
     /// When each pool's status was last written.
-    pub pool_writes: super::pool::WriteThrottle,
-    /// The namespace this instance is confined to (`--namespace`), if any.
-    pub only_namespace: Option<String>,
-    /// Whether this replica may write now (its leadership term is not suspended).
-    pub fence: crate::client::Fence,
-    /// The API server's clock: grace periods and condition times are on it.
-    pub clock: crate::client::ServerClock,
-    /// When each claim still waiting for its address was first seen (for the latency histogram).
-    pub first_seen: std::sync::Mutex<std::collections::HashMap<HolderKey, std::time::Instant>>,
+    pub pools: WriteThrottle,
 }
 
 impl Context {
-    /// Notes the first time a claim without an address is seen.
-    pub fn seen(&self, holder: &HolderKey) {
-        let mut seen = self.first_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        seen.entry(holder.clone()).or_insert_with(std::time::Instant::now);
-    }
-
-    /// How long a claim has waited since it was first seen, forgetting it.
-    pub fn waited(&self, holder: &HolderKey) -> Option<std::time::Duration> {
-        let mut seen = self.first_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        seen.remove(holder).map(|since| since.elapsed())
-    }
-
     pub fn claim_api(&self, namespace: &str) -> Api<IPAddressClaim> {
-        Api::namespaced_with(self.client.clone(), namespace, &self.claim_resource)
+        Api::namespaced_with(self.kube.client.clone(), namespace, &self.kube.claim_resource)
     }
 
     pub fn address_api(&self, namespace: &str) -> Api<IPAddress> {
-        Api::namespaced_with(self.client.clone(), namespace, &self.address_resource)
+        Api::namespaced_with(self.kube.client.clone(), namespace, &self.kube.address_resource)
     }
 
     /// The `IPAddress` of this name, as the watch last saw it.
-    pub fn cached_address(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<IPAddress>> {
-        self.addresses.get(namespace, name)
+    pub fn cached_address(&self, namespace: &str, name: &str) -> Option<Arc<IPAddress>> {
+        self.caches.addresses.get(namespace, name)
     }
 
     /// The claim of this name, as the watch last saw it.
-    pub fn cached_claim(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<IPAddressClaim>> {
-        self.claims.get(&ObjectRef::new_with(name, self.claim_resource.clone()).within(namespace))
+    pub fn cached_claim(&self, namespace: &str, name: &str) -> Option<Arc<IPAddressClaim>> {
+        let key = ObjectRef::new_with(name, self.kube.claim_resource.clone()).within(namespace);
+        self.caches.claims.get(&key)
     }
 
     /// The Cluster of this name, as the watch last saw it.
-    pub fn cached_cluster(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Cluster>> {
-        let (clusters, resource) = (self.clusters.as_ref()?, self.cluster_resource.as_ref()?);
+    pub fn cached_cluster(&self, namespace: &str, name: &str) -> Option<Arc<Cluster>> {
+        let (clusters, resource) = (self.caches.clusters.as_ref()?, self.kube.cluster_resource.as_ref()?);
         clusters.get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
     }
 
@@ -94,8 +114,8 @@ impl Context {
             secondary: None,
         };
         // A suspended term's Event waits for the fence rather than being refused and lost.
-        self.fence.wait_open().await;
-        if let Err(error) = self.recorder.publish(&event, &object.object_ref(dyntype)).await {
+        self.kube.fence.wait_open().await;
+        if let Err(error) = self.report.recorder.publish(&event, &object.object_ref(dyntype)).await {
             warn!(%error, reason, "could not record an event");
         }
     }

@@ -27,7 +27,7 @@ pub fn with_finalizer<K: Resource>(object: &K, finalizer: &str) -> Option<Value>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::claim::fixtures::claim;
+    use crate::fixtures::claim;
 
     #[test]
     fn finalizer_patches_are_idempotent() {

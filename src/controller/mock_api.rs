@@ -5,7 +5,7 @@
 //! No API server, no network: a reconcile test runs in milliseconds.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Method, Request, Response};
@@ -23,7 +23,10 @@ use crate::index::Index;
 use crate::metrics::Metrics;
 
 use super::address_cache::{AddressCache, AddressCacheWriter};
-use super::context::Context;
+use super::context::{Caches, Context, Kube, Report, Writes};
+use super::latency::Latency;
+use super::write_throttle::WriteThrottle;
+use crate::sync::lock;
 
 type BodyCheck = Box<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
 
@@ -88,7 +91,7 @@ impl MockApi {
     }
 
     fn log(&self) -> std::sync::MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.log)
     }
 
     /// The requests sent so far, as `METHOD path`.
@@ -110,7 +113,7 @@ async fn answer(log: &Mutex<Log>, request: Request<Body>) -> Response<Body> {
     let bytes = body.collect_bytes().await.unwrap_or_default();
     let sent: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let line = format!("{} {}", parts.method, parts.uri.path());
-    let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut log = lock(log);
     log.sent.push(line.clone());
     let Some(expected) = log.script.pop_front() else {
         log.failures.push(format!("{line}: nothing more was expected"));
@@ -141,6 +144,8 @@ pub struct World {
     pub addresses: AddressCacheWriter,
     pub claims: Writer<IPAddressClaim>,
     pub clusters: Writer<Cluster>,
+    /// What the index asks the controllers to look at again.
+    pub triggers: tokio::sync::mpsc::UnboundedReceiver<crate::index::Trigger>,
 }
 
 impl World {
@@ -158,32 +163,40 @@ impl World {
         let mut clusters = Writer::new(capi.cluster_resource());
         listed(&mut claims);
         listed(&mut clusters);
-        let (index, _triggers) = Index::new(Duration::ZERO);
+        let (index, triggers) = Index::new(Duration::ZERO);
         index.set_ready();
         let reporter = Reporter { controller: "ferro-ipam".into(), instance: Some("test".into()) };
         let ctx = Context {
-            client: client.clone(),
+            kube: Kube {
+                client: client.clone(),
+                capi,
+                claim_resource: capi.claim_resource(),
+                address_resource: capi.address_resource(),
+                cluster_resource: Some(capi.cluster_resource()),
+                fence,
+                clock: ServerClock::default(),
+            },
             index,
-            capi,
-            claim_resource: capi.claim_resource(),
-            address_resource: capi.address_resource(),
-            addresses: address_cache,
-            claims: claims.as_reader(),
-            // Clusters are listed, and none exists: claims that name none are served.
-            clusters: Some(clusters.as_reader()),
-            cluster_resource: Some(capi.cluster_resource()),
-            providers: super::provider::Providers::new(client.clone()),
-            recorder: Recorder::new(client, reporter),
-            metrics: Arc::new(Metrics::new()),
-            misconfig: crate::misconfig::Misconfig::new(Default::default(), Default::default()),
-            own_writes: super::own_writes::OwnWrites::new(Duration::from_secs(30)),
-            pool_writes: super::pool::WriteThrottle::new(Duration::ZERO, Duration::from_secs(5), 1000),
+            caches: Caches {
+                addresses: address_cache,
+                claims: claims.as_reader(),
+                // Clusters are listed, and none exists: claims that name none are served.
+                clusters: Some(clusters.as_reader()),
+                providers: super::provider::Providers::new(client.clone()),
+            },
+            report: Report {
+                recorder: Recorder::new(client, reporter),
+                metrics: Arc::new(Metrics::new()),
+                misconfig: crate::misconfig::Misconfig::new(Default::default(), Default::default()),
+                latency: Latency::default(),
+            },
+            writes: Writes {
+                own: super::own_writes::OwnWrites::new(Duration::from_secs(30)),
+                pools: WriteThrottle::new(Duration::ZERO, Duration::from_secs(5), 1000),
+            },
             only_namespace: None,
-            fence,
-            clock: ServerClock::default(),
-            first_seen: Default::default(),
         };
-        World { ctx: Arc::new(ctx), addresses, claims, clusters }
+        World { ctx: Arc::new(ctx), addresses, claims, clusters, triggers }
     }
 }
 

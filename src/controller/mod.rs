@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod error;
 pub mod feed;
 pub mod finalizers;
+pub mod latency;
 #[cfg(test)]
 pub(crate) mod mock_api;
 pub mod own_writes;
@@ -17,6 +18,7 @@ pub mod provider;
 mod triggers;
 pub(crate) mod watches;
 pub mod wiring;
+pub mod write_throttle;
 
 use kube::api::{PatchParams, PostParams};
 

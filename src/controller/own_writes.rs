@@ -10,8 +10,10 @@
 //! `max_age` (nothing waits forever on a watch that lags).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use crate::sync::lock;
 
 /// How many outdated versions are kept per claim (one reconcile writes at most twice).
 const VERSIONS_PER_CLAIM: usize = 4;
@@ -36,7 +38,7 @@ impl OwnWrites {
 
     fn claims(&self) -> MutexGuard<'_, HashMap<String, Written>> {
         // The map holds no invariant a panicking holder could break.
-        self.claims.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.claims)
     }
 
     /// Whether `version` of claim `uid` is one this instance wrote over recently: the watch has

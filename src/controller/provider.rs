@@ -14,6 +14,7 @@ use tracing::{debug, warn};
 
 use crate::api::capi::{Cluster, IPAddressClaim};
 use crate::api::keys::{CLUSTER_GROUP, PROVIDER_LABEL};
+use crate::sync::lock;
 
 /// How long a looked-up provider is trusted; CRD labels change only when a provider is installed.
 const FRESH_FOR: Duration = Duration::from_secs(300);
@@ -73,7 +74,7 @@ impl Providers {
     /// The provider label on the CRD of `kind`; None when the kind is not a CRD, carries no
     /// label, or cannot be looked up (logged).
     pub async fn of_kind(&self, kind: &GroupKind) -> Option<String> {
-        if let Some((provider, until)) = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(kind)
+        if let Some((provider, until)) = lock(&self.cache).get(kind)
             && Instant::now() < *until
         {
             return provider.clone();
@@ -86,10 +87,7 @@ impl Providers {
             }
         };
         debug!(group = %kind.group, kind = %kind.kind, ?provider, "provider of a kind");
-        self.cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(kind.clone(), (provider.clone(), Instant::now() + fresh_for));
+        lock(&self.cache).insert(kind.clone(), (provider.clone(), Instant::now() + fresh_for));
         provider
     }
 
@@ -110,7 +108,7 @@ impl Providers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::claim::fixtures::{claim, cluster};
+    use crate::fixtures::{claim, cluster};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn owner(api_version: &str, kind: &str, name: &str, controller: bool) -> OwnerReference {

@@ -5,25 +5,11 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use super::*;
-use crate::api::IPPoolSpec;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-fn holder(name: &str) -> HolderKey {
-    HolderKey::new("ns", name)
-}
+use crate::fixtures::{holder, ip, pool_spec};
 
 fn pool(index: &Index) -> PoolKey {
     let key = PoolKey::in_cluster("ns", "p");
-    let spec = IPPoolSpec {
-        addresses: vec!["10.0.0.1-10.0.0.3".into()],
-        prefix: 24,
-        gateway: Some("10.0.0.1".into()),
-        ..IPPoolSpec::default()
-    };
-    index.upsert_pool(&key, &spec, PoolFacts::default(), &[]);
+    index.upsert_pool(&key, &pool_spec(&["10.0.0.1-10.0.0.3"]).with_gateway("10.0.0.1"), PoolFacts::default(), &[]);
     key
 }
 
@@ -89,8 +75,7 @@ fn an_address_held_in_an_overlapping_pool_is_not_adopted() {
     let (index, _t) = Index::new(Duration::ZERO);
     let key = pool(&index);
     let other = PoolKey::in_cluster("ns", "q");
-    let spec = IPPoolSpec { addresses: vec!["10.0.0.0/24".into()], prefix: 24, ..IPPoolSpec::default() };
-    index.upsert_pool(&other, &spec, PoolFacts::default(), &[]);
+    index.upsert_pool(&other, &pool_spec(&["10.0.0.0/24"]), PoolFacts::default(), &[]);
     index.set_hold(&other, &HolderKey::new("ns", "elsewhere"), HoldKind::Object, Some(ip("10.0.0.2")));
     let reason = conflict(index.adopt(&key, &holder("vm"), ip("10.0.0.2"), true).map(|_| ip("10.0.0.2")));
     assert!(reason.contains("overlapping"), "{reason}");

@@ -17,10 +17,13 @@ mod spec;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use tokio::sync::{mpsc, watch};
+
+use crate::sync::{lock, read, write};
 
 pub use entry::{AllocError, HoldKind, PoolEntry, Request};
 pub use keys::{HolderKey, PoolKey, PoolKind};
@@ -68,16 +71,13 @@ pub struct Index {
     spans: Arc<RwLock<spans::Spans>>,
     /// The time sticky addresses are remembered by: the API server's, not the local clock.
     clock: Clock,
+    /// How many times a pool appeared, changed its spec or facts, or went (see
+    /// [`Index::pool_changes`]).
+    changes: Arc<AtomicU64>,
 }
 
 /// Where the index reads the time.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
-
-fn lock(slot: &Mutex<PoolEntry>) -> MutexGuard<'_, PoolEntry> {
-    // A panic while holding the lock cannot leave a pool half-updated in a way that matters more
-    // than stopping every allocation would, so carry on with the data as it is.
-    slot.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 impl Index {
     /// A new, not yet ready index, and the stream of triggers it emits. Released addresses are
@@ -100,15 +100,16 @@ impl Index {
             purpose_waiters: Arc::default(),
             spans: Arc::default(),
             clock,
+            changes: Arc::default(),
         };
         (index, receiver)
     }
 
     fn slot(&self, key: &PoolKey) -> Arc<Mutex<PoolEntry>> {
-        if let Some(slot) = self.pools.read().unwrap_or_else(PoisonError::into_inner).get(key) {
+        if let Some(slot) = read(&self.pools).get(key) {
             return slot.clone();
         }
-        let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
+        let mut pools = write(&self.pools);
         pools
             .entry(key.clone())
             .or_insert_with(|| Arc::new(Mutex::new(PoolEntry::new(key.clone(), self.registry.clone()))))
@@ -116,7 +117,7 @@ impl Index {
     }
 
     fn existing_slot(&self, key: &PoolKey) -> Option<Arc<Mutex<PoolEntry>>> {
-        self.pools.read().unwrap_or_else(PoisonError::into_inner).get(key).cloned()
+        read(&self.pools).get(key).cloned()
     }
 
     /// Asks the controllers to look at something again.
@@ -134,7 +135,7 @@ impl Index {
     /// Records a pool's new allocatable ranges and returns the pools whose overlap with it may
     /// have changed: those it overlapped before the change and those it overlaps after.
     fn respan(&self, key: &PoolKey, ranges: Vec<(IpAddr, IpAddr)>) -> Vec<PoolKey> {
-        let mut spans = self.spans.write().unwrap_or_else(PoisonError::into_inner);
+        let mut spans = write(&self.spans);
         let mut touched = spans.overlapping(key);
         spans.set(key, ranges);
         touched.extend(spans.overlapping(key));
@@ -201,6 +202,7 @@ impl Index {
         }
         let neighbours = if applied.spec_changed { self.respan(key, slot.ranges()) } else { Vec::new() };
         if applied.spec_changed || applied.facts_changed {
+            self.changes.fetch_add(1, Ordering::SeqCst);
             self.wake_purpose_waiters();
             self.wake_waiting(&mut slot);
         }
@@ -216,6 +218,7 @@ impl Index {
 
     /// A pool object is gone. Its holders stay (their objects still exist until deleted).
     pub fn remove_pool(&self, key: &PoolKey) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
         if let Some(slot) = self.existing_slot(key) {
             let mut slot = lock(&slot);
             slot.delete();
@@ -231,7 +234,7 @@ impl Index {
     /// no holds, no waiting claims, no remembered addresses. Only a slot nobody else is using
     /// right now is dropped, so no hold can land in a slot that is no longer in the map.
     fn prune(&self, key: &PoolKey) {
-        let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
+        let mut pools = write(&self.pools);
         let vacant = pools.get(key).is_some_and(|slot| {
             // Cloning a slot needs the map's lock, held here: a count of one stays one.
             Arc::strong_count(slot) == 1 && slot.try_lock().is_ok_and(|s| s.is_missing() && s.is_vacant())
@@ -241,13 +244,20 @@ impl Index {
         }
     }
 
+    /// A count of pool changes: appearances, changes of spec or facts, removals. It moves before
+    /// the claims waiting on such changes are woken, so a claim that signs up to wait and then
+    /// finds the count moved since it read the pools knows it may have missed its wake.
+    pub fn pool_changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
     /// Remembers a purpose claim to be triggered when any pool appears, changes or goes.
     pub fn wait_for_purpose_pools(&self, holder: &HolderKey) {
-        self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner).insert(holder.clone());
+        lock(&self.purpose_waiters).insert(holder.clone());
     }
 
     fn wake_purpose_waiters(&self) {
-        let waiting = std::mem::take(&mut *self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner));
+        let waiting = std::mem::take(&mut *lock(&self.purpose_waiters));
         for holder in waiting {
             self.trigger(Trigger::Claim(holder));
         }
@@ -260,18 +270,13 @@ impl Index {
                 lock(&slot).stop_waiting(holder);
             }
         }
-        self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner).remove(holder);
+        lock(&self.purpose_waiters).remove(holder);
     }
 
     /// Every known pool carrying `label`, with all its labels.
     pub fn pools_labelled(&self, label: &str) -> Vec<(PoolKey, BTreeMap<String, String>)> {
-        let slots: Vec<(PoolKey, Arc<Mutex<PoolEntry>>)> = self
-            .pools
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(k, s)| (k.clone(), s.clone()))
-            .collect();
+        let slots: Vec<(PoolKey, Arc<Mutex<PoolEntry>>)> =
+            read(&self.pools).iter().map(|(k, s)| (k.clone(), s.clone())).collect();
         slots
             .into_iter()
             .filter_map(|(key, slot)| {
@@ -386,11 +391,11 @@ impl Index {
 
     /// Drops a claim's hold and its wait in every pool (a purpose claim whose pool is unknown).
     pub fn release_claim_everywhere(&self, holder: &HolderKey) {
-        let keys: Vec<PoolKey> = self.pools.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+        let keys: Vec<PoolKey> = read(&self.pools).keys().cloned().collect();
         for key in keys {
             self.release_claim(&key, holder);
         }
-        self.purpose_waiters.lock().unwrap_or_else(PoisonError::into_inner).remove(holder);
+        lock(&self.purpose_waiters).remove(holder);
     }
 
     /// Drops a claim's hold and its wait. Its address is remembered for a claim of the same name
@@ -417,7 +422,7 @@ impl Index {
     /// overlapping pools that no longer hold them, in every pool.
     pub fn expire_remembered(&self) {
         let now = (self.clock)();
-        let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        let slots: Vec<_> = read(&self.pools).values().cloned().collect();
         let mut vacant = Vec::new();
         for slot in slots {
             let mut slot = lock(&slot);
@@ -436,12 +441,12 @@ impl Index {
 
     /// How many pools the index keeps a slot for.
     pub fn slots(&self) -> usize {
-        self.pools.read().unwrap_or_else(PoisonError::into_inner).len()
+        read(&self.pools).len()
     }
 
     /// How many claims wait for a pool, over every pool.
     pub fn waiting_claims(&self) -> usize {
-        let slots: Vec<_> = self.pools.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        let slots: Vec<_> = read(&self.pools).values().cloned().collect();
         slots.iter().map(|slot| lock(slot).waiting_count()).sum()
     }
 
@@ -451,7 +456,7 @@ impl Index {
             return PoolReport::default();
         };
         let mut report = PoolReport::of(&lock(&slot));
-        report.overlaps = self.spans.read().unwrap_or_else(PoisonError::into_inner).overlapping(pool);
+        report.overlaps = read(&self.spans).overlapping(pool);
         report
     }
 }

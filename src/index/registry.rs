@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use super::keys::PoolKey;
+use crate::sync::lock;
 
 /// Whether claims of two pools can end up on one network: pools of one namespace, or a global
 /// pool and any other. Same-named pools of two namespaces are independent, as in the in-cluster
@@ -26,7 +27,7 @@ pub struct Registry {
 
 impl Registry {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Vec<Arc<PoolKey>>>> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.held)
     }
 
     /// Records that `pool` holds `ip` (an existing object: a fact, whatever else holds it).

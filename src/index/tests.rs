@@ -4,20 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::api::IPPoolSpec;
-
-fn spec(addresses: &[&str]) -> IPPoolSpec {
-    IPPoolSpec { addresses: addresses.iter().map(|a| a.to_string()).collect(), prefix: 24, ..IPPoolSpec::default() }
-}
-
-fn ready_pool(index: &Index, addresses: &[&str]) -> PoolKey {
-    let key = PoolKey::in_cluster("ns", "p");
-    index.upsert_pool(&key, &spec(addresses), PoolFacts::default(), &[]);
-    key
-}
-
-fn holder(name: &str) -> HolderKey {
-    HolderKey::new("ns", name)
-}
+use crate::fixtures::{holder, pool_spec, ready_pool};
 
 #[test]
 fn a_recreated_claim_gets_its_released_address_back_while_it_is_free() {
@@ -73,7 +60,7 @@ fn remembered_addresses_survive_a_restart_through_the_pool_status() {
     let key = PoolKey::in_cluster("ns", "p");
     let until = Timestamp::now().saturating_add(SignedDuration::from_secs(60)).unwrap();
     let remembered = [(holder("vm"), "10.0.0.3".parse().unwrap(), until)];
-    index.upsert_pool(&key, &spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &remembered);
+    index.upsert_pool(&key, &pool_spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &remembered);
     assert_eq!(index.allocate(&key, &holder("vm"), Request::default()).map(|ip| ip.to_string()), Ok("10.0.0.3".into()));
 }
 
@@ -83,7 +70,7 @@ fn expired_memories_are_forgotten() {
     let key = PoolKey::in_cluster("ns", "p");
     let past = Timestamp::now().saturating_sub(SignedDuration::from_secs(1)).unwrap();
     let remembered = [(holder("vm"), "10.0.0.3".parse().unwrap(), past)];
-    index.upsert_pool(&key, &spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &remembered);
+    index.upsert_pool(&key, &pool_spec(&["10.0.0.1-10.0.0.5"]), PoolFacts::default(), &remembered);
     assert_eq!(index.allocate(&key, &holder("vm"), Request::default()).map(|ip| ip.to_string()), Ok("10.0.0.1".into()));
 }
 
@@ -117,8 +104,8 @@ fn overlapping_pools_never_hand_out_an_address_the_other_holds() {
     let (index, _t) = Index::new(Duration::ZERO);
     let a = PoolKey::in_cluster("ns", "a");
     let g = PoolKey::global("g");
-    index.upsert_pool(&a, &spec(&["10.0.0.1-10.0.0.3"]), PoolFacts::default(), &[]);
-    index.upsert_pool(&g, &spec(&["10.0.0.2-10.0.0.4"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&a, &pool_spec(&["10.0.0.1-10.0.0.3"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&g, &pool_spec(&["10.0.0.2-10.0.0.4"]), PoolFacts::default(), &[]);
     // A hand-made IPAddress in the global pool holds .2.
     index.set_hold(&g, &HolderKey::new("other", "x"), HoldKind::Object, Some("10.0.0.2".parse().unwrap()));
     let got: Vec<String> =
@@ -136,8 +123,8 @@ fn an_address_skipped_for_an_overlapping_pool_comes_back_once_that_pool_lets_it_
     let (index, _t) = Index::new(Duration::ZERO);
     let a = PoolKey::in_cluster("ns", "a");
     let b = PoolKey::in_cluster("ns", "b");
-    index.upsert_pool(&a, &spec(&["10.0.0.1"]), PoolFacts::default(), &[]);
-    index.upsert_pool(&b, &spec(&["10.0.0.1"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&a, &pool_spec(&["10.0.0.1"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&b, &pool_spec(&["10.0.0.1"]), PoolFacts::default(), &[]);
     index.allocate(&b, &holder("in-b"), Request::default()).unwrap();
     assert!(index.allocate(&a, &holder("in-a"), Request::default()).is_err());
     index.release_claim(&b, &holder("in-b"));
@@ -157,7 +144,7 @@ fn a_pool_moves_between_missing_invalid_and_ready_and_its_holds_outlive_each_sta
     assert!(index.pool_spec(&key).is_some() && index.pool_facts(&key).is_some());
 
     // An edit that makes the spec invalid: nothing is handed out, the reason is kept, the hold stays.
-    index.upsert_pool(&key, &spec(&["10.0.0.9-10.0.0.1"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&key, &pool_spec(&["10.0.0.9-10.0.0.1"]), PoolFacts::default(), &[]);
     match index.allocate(&key, &holder("other"), Request::default()) {
         Err(AllocError::PoolInvalid(reason)) => assert!(reason.contains("10.0.0.9-10.0.0.1"), "{reason}"),
         other => panic!("expected PoolInvalid, got {other:?}"),
@@ -191,7 +178,7 @@ fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_pools
     let (index, mut triggers) = Index::new(Duration::ZERO);
     let keys: Vec<PoolKey> = (0..3).map(|n| PoolKey::in_cluster("ns", &format!("p{n}"))).collect();
     for (n, key) in keys.iter().enumerate() {
-        index.upsert_pool(key, &spec(&[&format!("10.0.{n}.1-10.0.{n}.9")]), PoolFacts::default(), &[]);
+        index.upsert_pool(key, &pool_spec(&[&format!("10.0.{n}.1-10.0.{n}.9")]), PoolFacts::default(), &[]);
     }
     let mut sent = Vec::new();
     while let Ok(trigger) = triggers.try_recv() {
@@ -202,14 +189,14 @@ fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_pools
 
     index.set_ready();
     // p0 moves onto p1: p1 is to see the overlap, p2 (same namespace, apart) is left alone.
-    index.upsert_pool(&keys[0], &spec(&["10.0.1.1-10.0.1.9"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&keys[0], &pool_spec(&["10.0.1.1-10.0.1.9"]), PoolFacts::default(), &[]);
     assert_eq!(woken_pools(&mut triggers), ["p0", "p1"]);
     // p0 moves next to p2: p1 is to see the overlap end, p2 to see one begin.
-    index.upsert_pool(&keys[0], &spec(&["10.0.2.5-10.0.2.20"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&keys[0], &pool_spec(&["10.0.2.5-10.0.2.20"]), PoolFacts::default(), &[]);
     assert_eq!(woken_pools(&mut triggers), ["p0", "p1", "p2"]);
     // A change of facts only moves no range: nobody else is woken.
     let paused = PoolFacts { paused: true, ..PoolFacts::default() };
-    index.upsert_pool(&keys[0], &spec(&["10.0.2.5-10.0.2.20"]), paused, &[]);
+    index.upsert_pool(&keys[0], &pool_spec(&["10.0.2.5-10.0.2.20"]), paused, &[]);
     assert_eq!(woken_pools(&mut triggers), ["p0"]);
     // Deleted: the pool it overlapped is to see the overlap end.
     index.remove_pool(&keys[0]);
@@ -221,9 +208,9 @@ fn a_pools_report_names_the_pools_it_overlaps_until_they_go() {
     let (index, _t) = Index::new(Duration::ZERO);
     let (a, b, far) =
         (PoolKey::in_cluster("ns", "a"), PoolKey::in_cluster("ns", "b"), PoolKey::in_cluster("ns", "far"));
-    index.upsert_pool(&a, &spec(&["10.0.0.1-10.0.0.20"]), PoolFacts::default(), &[]);
-    index.upsert_pool(&b, &spec(&["10.0.0.10-10.0.0.30"]), PoolFacts::default(), &[]);
-    index.upsert_pool(&far, &spec(&["10.9.0.1-10.9.0.9"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&a, &pool_spec(&["10.0.0.1-10.0.0.20"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&b, &pool_spec(&["10.0.0.10-10.0.0.30"]), PoolFacts::default(), &[]);
+    index.upsert_pool(&far, &pool_spec(&["10.9.0.1-10.9.0.9"]), PoolFacts::default(), &[]);
     assert_eq!(index.report(&a).overlaps, vec![b.clone()]);
     assert!(index.report(&far).overlaps.is_empty());
     index.remove_pool(&b);
@@ -231,7 +218,10 @@ fn a_pools_report_names_the_pools_it_overlaps_until_they_go() {
 }
 
 fn lrr_spec(addresses: &[&str]) -> IPPoolSpec {
-    IPPoolSpec { allocation_strategy: Some(crate::api::AllocationStrategy::LeastRecentlyReleased), ..spec(addresses) }
+    IPPoolSpec {
+        allocation_strategy: Some(crate::api::AllocationStrategy::LeastRecentlyReleased),
+        ..pool_spec(addresses)
+    }
 }
 
 #[test]

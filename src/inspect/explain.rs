@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::api::capi::IPAddressClaim;
 use crate::api::keys::REQUESTED_ADDRESS_ANNOTATION;
-use crate::controller::claim::{Target, passed_over, request_of};
+use crate::contract::{Target, passed_over, request_of};
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::preflight::claims::{Decision, decide};
 use crate::preflight::gather::Inventory;

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::api::capi::{IPAddress, IPAddressClaim, LocalReference};
 use crate::api::{CapiVersion, InClusterIPPool};
-use crate::controller::claim::fixtures::claim;
+use crate::fixtures::claim;
 use crate::index::HolderKey;
 use crate::preflight::build_index;
 use crate::preflight::gather::Inventory;

@@ -7,7 +7,7 @@
 mod problem;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::family::Family;
@@ -17,6 +17,7 @@ use tracing::{error, info};
 pub use problem::{Problem, ProblemLabels, discovery_problem, lease_problem, reconcile_problem, watch_problem};
 
 use crate::health::Health;
+use crate::sync::lock;
 
 /// How often a lasting problem is logged again.
 pub const REPEAT_EVERY: Duration = Duration::from_secs(30);
@@ -38,7 +39,7 @@ impl Misconfig {
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.seen)
     }
 
     /// `action` on `object` failed with `message` because of `problem`. Logs at ERROR when the

@@ -5,7 +5,10 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 
 /// A misconfiguration ferro-ipam reports: the `problem` label of `ferro_ipam_misconfigured`.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
+#[expect(
+    non_camel_case_types,
+    reason = "EncodeLabelValue writes a variant's name as the label value, and the values are snake_case"
+)]
 pub enum Problem {
     /// The leader-election Lease's namespace does not exist.
     lease_namespace_missing,

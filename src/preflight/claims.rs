@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use crate::api::capi::cluster_name;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
-use crate::controller::claim::{ClusterState, Gate, Target, belongs_to, gate, reason_of, request_of};
+use crate::contract::{ClusterState, Gate, Target, belongs_to, gate, reason_of, request_of};
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::selection::Purpose;
 

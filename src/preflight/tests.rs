@@ -8,7 +8,7 @@ use super::{Inventory, analyse, text};
 use crate::api::capi::{IPAddress, IPAddressClaim, LocalReference};
 use crate::api::keys::{CLUSTER_NAME_LABEL, PAUSED_ANNOTATION};
 use crate::api::{CapiVersion, GlobalInClusterIPPool, InClusterIPPool};
-use crate::controller::claim::fixtures::{claim, cluster};
+use crate::fixtures::{claim, cluster};
 
 fn pool(name: &str, spec: Value) -> InClusterIPPool {
     serde_json::from_value(json!({

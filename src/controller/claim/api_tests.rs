@@ -1,7 +1,6 @@
 //! The claim reconcile against a scripted API server: every write path, in the order the API
 //! server sees it, with the answers that make it branch (201, 409, 404), and the write fence.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,10 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
-use super::fixtures;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use crate::client::Fence;
 use crate::controller::mock_api::{Expect, MockApi, World, path};
+use crate::fixtures::{self, check, finalizers, holder, ip, owners};
 use crate::index::{HolderKey, PoolFacts, PoolKey};
 
 const IPAM: &str = "ipam.cluster.x-k8s.io/v1beta2";
@@ -56,22 +55,17 @@ fn address(ip: &str, finalizers: &[&str]) -> Value {
     })
 }
 
-fn expect(condition: bool, problem: impl Into<String>) -> Result<(), String> {
-    if condition { Ok(()) } else { Err(problem.into()) }
-}
-
 fn finalizer_added(body: &Value) -> Result<(), String> {
-    let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-    expect(finalizers.iter().any(|f| f == RELEASE_ADDRESS_FINALIZER), "the release finalizer is not added")?;
-    expect(body["metadata"]["resourceVersion"] == "1", "the patch is not guarded by the version acted on")
+    check(finalizers(body).iter().any(|f| f == RELEASE_ADDRESS_FINALIZER), "the release finalizer is not added")?;
+    check(body["metadata"]["resourceVersion"] == "1", "the patch is not guarded by the version acted on")
 }
 
 fn ready_with(address: &'static str) -> impl Fn(&Value) -> Result<(), String> {
     move |body| {
-        expect(body["status"]["addressRef"]["name"] == address, "status.addressRef does not name the address")?;
+        check(body["status"]["addressRef"]["name"] == address, "status.addressRef does not name the address")?;
         let ready =
             body["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
-        expect(ready.is_some_and(|r| r["status"] == "True"), "no Ready=True condition")
+        check(ready.is_some_and(|r| r["status"] == "True"), "no Ready=True condition")
     }
 }
 
@@ -90,14 +84,6 @@ async fn served_with(script: Vec<Expect>) -> (World, PoolKey) {
     (world, pool)
 }
 
-fn holder() -> HolderKey {
-    HolderKey::new("ns", "c")
-}
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
 #[tokio::test]
 async fn a_new_claim_gets_its_finalizer_then_its_address_then_its_status() {
     let (world, pool) = served_with(vec![
@@ -105,24 +91,24 @@ async fn a_new_claim_gets_its_finalizer_then_its_address_then_its_status() {
         Expect::new(Method::POST, addresses(None))
             .body(|body| {
                 let spec = &body["spec"];
-                expect(spec["address"] == "10.0.0.10", "not the pool's lowest free address")?;
-                expect(
+                check(spec["address"] == "10.0.0.10", "not the pool's lowest free address")?;
+                check(
                     spec["prefix"] == 24 && spec["gateway"] == "10.0.0.1",
                     "the pool's prefix and gateway are missing",
                 )?;
-                expect(spec["claimRef"]["name"] == "c" && spec["poolRef"]["name"] == "pool", "wrong claim or pool")?;
-                let owners = body["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
-                expect(
+                check(spec["claimRef"]["name"] == "c" && spec["poolRef"]["name"] == "pool", "wrong claim or pool")?;
+                let owners = owners(body);
+                check(
                     owners.iter().any(|o| o["uid"] == "c-uid" && o["controller"] == true),
                     "the claim does not own it",
                 )?;
-                expect(owners.iter().any(|o| o["uid"] == "pool-uid"), "the pool does not own it")
+                check(owners.iter().any(|o| o["uid"] == "pool-uid"), "the pool does not own it")
             })
             .answer(201, address("10.0.0.10", &[PROTECT_ADDRESS_FINALIZER])),
         status_ready(),
     ])
     .await;
-    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), Some(ip("10.0.0.10")));
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder("c")), Some(ip("10.0.0.10")));
 }
 
 #[tokio::test]
@@ -133,18 +119,16 @@ async fn a_create_met_by_409_reads_the_existing_address_and_adopts_it() {
         Expect::new(Method::GET, addresses(Some("c"))).answer(200, address("10.0.0.15", &[])),
         Expect::new(Method::PATCH, addresses(Some("c")))
             .body(|body| {
-                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-                expect(finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the address is not protected")?;
-                let owners = body["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
-                expect(owners.iter().any(|o| o["uid"] == "c-uid"), "the claim does not own it")?;
-                expect(body["metadata"]["resourceVersion"] == "7", "the patch is not guarded by the version read")
+                check(finalizers(body).iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the address is not protected")?;
+                check(owners(body).iter().any(|o| o["uid"] == "c-uid"), "the claim does not own it")?;
+                check(body["metadata"]["resourceVersion"] == "7", "the patch is not guarded by the version read")
             })
             .answer(200, address("10.0.0.15", &[PROTECT_ADDRESS_FINALIZER])),
         status_ready(),
     ])
     .await;
     assert_eq!(
-        world.ctx.index.claim_hold(&pool, &holder()),
+        world.ctx.index.claim_hold(&pool, &holder("c")),
         Some(ip("10.0.0.15")),
         "the claim holds the address its IPAddress records, not the one it picked"
     );
@@ -161,15 +145,15 @@ async fn a_create_that_fails_on_the_wire_keeps_the_hold_for_the_next_attempt() {
                     .as_array()
                     .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
                 let message = ready.as_ref().and_then(|r| r["message"].as_str()).unwrap_or_default().to_owned();
-                expect(ready.is_some_and(|r| r["reason"] == "AllocationFailed"), "not AllocationFailed")?;
-                expect(
+                check(ready.is_some_and(|r| r["reason"] == "AllocationFailed"), "not AllocationFailed")?;
+                check(
                     message.contains("refused by the test: InternalError"),
                     "the API server's message is not passed on",
                 )
             })
             .answer(200, written_claim("3")),
         Expect::new(Method::POST, "/apis/events.k8s.io/v1/namespaces/ns/events")
-            .body(|body| expect(body["reason"] == "AllocationFailed", "no AllocationFailed Event"))
+            .body(|body| check(body["reason"] == "AllocationFailed", "no AllocationFailed Event"))
             .answer(201, json!({})),
     ]);
     let world = World::new(client);
@@ -179,7 +163,7 @@ async fn a_create_that_fails_on_the_wire_keeps_the_hold_for_the_next_attempt() {
 
     api.finish();
     assert!(error.to_string().contains("creating IPAddress ns/c"), "{error}");
-    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), Some(ip("10.0.0.10")));
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder("c")), Some(ip("10.0.0.10")));
 }
 
 #[tokio::test]
@@ -196,8 +180,7 @@ async fn a_claim_gone_before_its_status_is_written_takes_its_new_address_with_it
         Expect::new(Method::GET, addresses(Some("c"))).answer(200, created),
         Expect::new(Method::PATCH, addresses(Some("c")))
             .body(|body| {
-                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-                expect(!finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
+                check(!finalizers(body).iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
             })
             .answer(200, address("10.0.0.10", &[])),
         Expect::new(Method::DELETE, addresses(Some("c"))).answer(200, address("10.0.0.10", &[])),
@@ -208,17 +191,14 @@ async fn a_claim_gone_before_its_status_is_written_takes_its_new_address_with_it
     super::reconcile(Arc::new(fixtures::claim("c", "pool")), world.ctx.clone()).await.expect("nothing to retry");
 
     api.finish();
-    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), None, "the address is free again");
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder("c")), None, "the address is free again");
 }
 
 /// A deleted claim with our finalizer whose `IPAddress` the watch shows.
 /// The patch that takes the deletion protection off the `IPAddress` (10.0.0.12).
 fn protection_dropped() -> Expect {
     Expect::new(Method::PATCH, addresses(Some("c")))
-        .body(|body| {
-            let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-            expect(!finalizers.iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
-        })
+        .body(|body| check(!finalizers(body).iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays"))
         .answer(200, address("10.0.0.12", &[]))
 }
 
@@ -236,10 +216,7 @@ async fn a_deleted_claim_unprotects_and_deletes_its_address_then_drops_its_final
         // Someone deleted it meanwhile, and the claim is gone by the time its finalizer is.
         Expect::new(Method::DELETE, addresses(Some("c"))).refuse(404, "NotFound"),
         Expect::new(Method::PATCH, claims("c"))
-            .body(|body| {
-                let finalizers = body["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-                expect(finalizers.is_empty(), "the release finalizer stays")
-            })
+            .body(|body| check(finalizers(body).is_empty(), "the release finalizer stays"))
             .refuse(404, "NotFound"),
     ]);
     let mut world = World::new(client);
@@ -247,12 +224,12 @@ async fn a_deleted_claim_unprotects_and_deletes_its_address_then_drops_its_final
     let cached: crate::api::capi::IPAddress =
         serde_json::from_value(address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER])).unwrap();
     world.addresses.apply(&Event::Apply(cached));
-    world.ctx.index.adopt(&pool, &holder(), ip("10.0.0.12"), true).unwrap();
+    world.ctx.index.adopt(&pool, &holder("c"), ip("10.0.0.12"), true).unwrap();
 
     super::reconcile(Arc::new(deleted_claim()), world.ctx.clone()).await.expect("the claim is released");
 
     api.finish();
-    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), None, "the address is free again");
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder("c")), None, "the address is free again");
 }
 
 #[tokio::test]
@@ -264,14 +241,14 @@ async fn a_claim_on_an_exhausted_pool_says_so_in_its_status_and_an_event() {
                 let ready = body["status"]["conditions"]
                     .as_array()
                     .and_then(|c| c.iter().find(|c| c["type"] == "Ready").cloned());
-                expect(
+                check(
                     ready.is_some_and(|r| r["status"] == "False" && r["reason"] == "PoolExhausted"),
                     "not PoolExhausted",
                 )
             })
             .answer(200, written_claim("3")),
         Expect::new(Method::POST, "/apis/events.k8s.io/v1/namespaces/ns/events")
-            .body(|body| expect(body["type"] == "Warning" && body["reason"] == "PoolExhausted", "no warning Event"))
+            .body(|body| check(body["type"] == "Warning" && body["reason"] == "PoolExhausted", "no warning Event"))
             .answer(201, json!({})),
     ]);
     let world = World::new(client);
@@ -314,7 +291,7 @@ async fn a_claim_naming_its_running_cluster_finds_it_and_is_served_with_its_labe
         Expect::new(Method::POST, addresses(None))
             .body(|body| {
                 let label = &body["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"];
-                expect(label == "wl", "the address does not carry its Cluster's name")
+                check(label == "wl", "the address does not carry its Cluster's name")
             })
             .answer(201, address("10.0.0.10", &[PROTECT_ADDRESS_FINALIZER])),
         status_ready(),
@@ -338,7 +315,7 @@ async fn an_ipaddress_its_claim_never_named_is_deleted_when_another_holder_has_i
         protection_dropped(),
         Expect::new(Method::DELETE, addresses(Some("c")))
             .body(|body| {
-                expect(body["preconditions"]["uid"] == "addr-uid", "the delete is not bound to the object judged")
+                check(body["preconditions"]["uid"] == "addr-uid", "the delete is not bound to the object judged")
             })
             .answer(200, address("10.0.0.12", &[])),
     ]);
@@ -357,6 +334,6 @@ async fn an_ipaddress_its_claim_never_named_is_deleted_when_another_holder_has_i
     super::reconcile(Arc::new(claim), world.ctx.clone()).await.expect("the reconcile goes on");
 
     api.finish();
-    assert_eq!(world.ctx.index.claim_hold(&pool, &holder()), None, "the claim took nothing");
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder("c")), None, "the claim took nothing");
     assert_eq!(world.ctx.index.claim_hold(&pool, &HolderKey::new("ns", "other")), Some(ip("10.0.0.12")));
 }

@@ -1,6 +1,6 @@
-//! A claim as its steps see it: loaded once per reconcile (who holds, what it targets, its
-//! Cluster, its pool), and the pool that serves it as the index knows it. The one place a
-//! claim takes an address is here.
+//! A claim as its steps see it, read once per reconcile (who holds, what it targets, its
+//! Cluster, its pool), and the verdict on the pool that is to serve it. Reads only: nothing here
+//! changes the index or calls the API server (no client required).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -8,17 +8,13 @@ use std::sync::Arc;
 use kube::ResourceExt;
 
 use crate::allocator::Family;
-use crate::api::capi::{Cluster, IPAddressClaim, PoolReference};
-use crate::api::conditions::ClaimReason;
-use crate::index::{AllocError, HolderKey, PoolFacts, PoolKey, PoolSpec};
-use crate::metrics::PoolLabels;
-
-use super::address::PoolSide;
-use super::gate::ClusterState;
-use super::purpose::{self, Target};
-use super::{Failure, request};
-use crate::api::capi::cluster_name;
+use crate::api::capi::{Cluster, IPAddressClaim, PoolReference, cluster_name};
+use crate::contract::address::PoolSide;
+use crate::contract::{ClusterState, Target};
 use crate::controller::context::Context;
+use crate::index::{HolderKey, PoolFacts, PoolKey, PoolSpec};
+
+use super::purpose;
 
 /// One claim and what every step reads of it.
 pub struct Loaded {
@@ -28,8 +24,11 @@ pub struct Loaded {
     /// The Cluster the claim belongs to, by name, and as the watch last saw it.
     pub cluster_name: Option<String>,
     pub cluster: Option<Arc<Cluster>>,
-    /// The pool it uses, once known: a purpose claim's is chosen when it is served.
+    /// The pool it uses, once known: a purpose claim's is chosen when it is fulfilled.
     pub pool: Option<PoolKey>,
+    /// The index's count of pool changes before anything of the pools was read (see
+    /// [`crate::index::Index::pool_changes`]).
+    pub pool_changes: u64,
 }
 
 impl Loaded {
@@ -41,13 +40,14 @@ impl Loaded {
 
     /// Reads what the steps need from the stores and the index (complete by now).
     pub fn load(claim: Arc<IPAddressClaim>, holder: HolderKey, target: Target, ctx: &Context) -> Loaded {
+        let pool_changes = ctx.index.pool_changes();
         let cluster_name = cluster_name(&claim);
         let cluster = cluster_name.as_deref().and_then(|name| ctx.cached_cluster(&holder.namespace, name));
         let pool = match &target {
             Target::Pool(key) => Some(key.clone()),
             Target::Purpose(purpose) => purpose::known_pool(ctx, *purpose, &holder),
         };
-        Loaded { claim, holder, target, cluster_name, cluster, pool }
+        Loaded { claim, holder, target, cluster_name, cluster, pool, pool_changes }
     }
 
     /// The same claim as a write returned it.
@@ -57,7 +57,7 @@ impl Loaded {
 
     /// Whether and how its Cluster holds it back (none when the API server serves no Cluster).
     pub fn cluster_state(&self, ctx: &Context) -> ClusterState {
-        match &ctx.clusters {
+        match &ctx.caches.clusters {
             Some(_) => ClusterState::of(self.cluster_name.clone(), self.cluster.as_deref()),
             None => ClusterState::Unnamed,
         }
@@ -72,23 +72,62 @@ impl Loaded {
     pub fn via(&self) -> Option<PoolReference> {
         matches!(self.target, Target::Purpose(_)).then(|| self.claim.spec.pool_ref.clone())
     }
+}
 
-    /// Takes an address for the claim in `pool`: its existing hold there, or a new one. Every
-    /// allocation of the claim controller goes through here. The outer error is a claim that
-    /// cannot ask (a bad request annotation); the inner one, the pool's refusal.
-    pub fn take_address(&self, pool: &Serving, ctx: &Context) -> Result<Result<IpAddr, AllocError>, Failure> {
-        let request = request::of(&self.claim, pool.spec.is_dual_stack())
-            .map_err(|message| Failure::NotReady(ClaimReason::AllocationFailed, message))?;
-        let taken = ctx.index.allocate(&pool.key, &self.holder, request);
-        if let Err(AllocError::Exhausted(_)) = &taken {
-            ctx.metrics.exhaustions.get_or_create(&PoolLabels::of(&pool.key)).inc();
+/// Whether a pool may hand an address to a claim now.
+pub enum Verdict {
+    /// It may.
+    Serve(Box<ReadyPool>),
+    /// Not yet: its deletion protection is not in place (moments after it appeared).
+    Unprotected,
+    /// It is being deleted: it serves no new claim.
+    Deleting(String),
+    /// It cannot serve this claim: the message for the claim's `Ready` condition.
+    Refused(String),
+}
+
+impl Verdict {
+    /// The verdict on pool `key` as the index knows it (`one_namespace`: this instance serves one
+    /// namespace only).
+    pub fn of(
+        key: PoolKey,
+        via: Option<PoolReference>,
+        facts: Option<PoolFacts>,
+        spec: Option<PoolSpec>,
+        one_namespace: Option<&str>,
+    ) -> Verdict {
+        // Facts and spec come and go together (see `PoolState`).
+        let (Some(facts), Some(spec)) = (facts, spec) else {
+            return Verdict::Refused(format!("{key} not found"));
+        };
+        // Confined to one namespace, this instance cannot see a global pool's addresses elsewhere.
+        if key.kind.is_global()
+            && let Some(namespace) = one_namespace
+        {
+            return Verdict::Refused(format!(
+                "{key}: this ferro-ipam runs with --namespace {namespace} and cannot see the pool's addresses in other namespaces; \
+                 serve global pools from an instance that watches every namespace"
+            ));
         }
-        Ok(taken)
+        if facts.deleting {
+            return Verdict::Deleting(format!("{key} is being deleted"));
+        }
+        // An address is only ever written into a pool that deletion protection already holds.
+        if !facts.protected {
+            return Verdict::Unprotected;
+        }
+        Verdict::Serve(Box::new(ReadyPool { key, via, facts, spec }))
+    }
+
+    /// The verdict on pool `key` for `loaded`, read from the index.
+    pub fn read(key: PoolKey, loaded: &Loaded, ctx: &Context) -> Verdict {
+        let (facts, spec) = (ctx.index.pool_facts(&key), ctx.index.pool_spec(&key));
+        Verdict::of(key, loaded.via(), facts, spec, ctx.only_namespace.as_deref())
     }
 }
 
-/// A pool about to serve a claim, as the index knows it.
-pub struct Serving {
+/// A pool that may hand out addresses now, as the index knows it.
+pub struct ReadyPool {
     pub key: PoolKey,
     /// The purpose reference, when the pool was chosen by its labels.
     pub via: Option<PoolReference>,
@@ -96,47 +135,7 @@ pub struct Serving {
     pub spec: PoolSpec,
 }
 
-impl Serving {
-    /// The pool `key` if it may hand out addresses now; None while it waits for its deletion
-    /// protection (the claim waits with it); otherwise why it cannot serve.
-    pub fn check(
-        key: PoolKey,
-        via: Option<PoolReference>,
-        loaded: &Loaded,
-        ctx: &Context,
-    ) -> Result<Option<Serving>, Failure> {
-        let facts = match ctx.index.pool_facts(&key) {
-            None => return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{key} not found"))),
-            Some(facts) => facts,
-        };
-        // Confined to one namespace, this instance cannot see a global pool's addresses elsewhere.
-        if key.kind.is_global()
-            && let Some(namespace) = &ctx.only_namespace
-        {
-            return Err(Failure::NotReady(
-                ClaimReason::PoolNotReady,
-                format!(
-                    "{key}: this ferro-ipam runs with --namespace {namespace} and cannot see the pool's addresses in other namespaces; \
-                     serve global pools from an instance that watches every namespace"
-                ),
-            ));
-        }
-        if facts.deleting {
-            ctx.index.drop_unwritten(&key, &loaded.holder);
-            return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{key} is being deleted")));
-        }
-        // An address is only ever written into a pool that deletion protection already holds.
-        if !facts.protected {
-            ctx.index.wait_for_pool(&key, &loaded.holder);
-            return Ok(None);
-        }
-        // Facts and spec come and go together (see `PoolState`).
-        let Some(spec) = ctx.index.pool_spec(&key) else {
-            return Err(Failure::NotReady(ClaimReason::PoolNotReady, format!("{key} not found")));
-        };
-        Ok(Some(Serving { key, via, facts, spec }))
-    }
-
+impl ReadyPool {
     /// What the pool writes into an address of its first family.
     pub fn side(&self) -> PoolSide {
         let (prefix, gateway) = self.spec.first_settings();
@@ -150,5 +149,36 @@ impl Serving {
             Some((prefix, gateway)) => PoolSide { prefix, gateway, ..side },
             None => side,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::pool::IPPoolSpec;
+
+    fn facts(protected: bool, deleting: bool) -> Option<PoolFacts> {
+        Some(PoolFacts { protected, deleting, ..PoolFacts::default() })
+    }
+
+    fn verdict(key: PoolKey, facts: Option<PoolFacts>, one_namespace: Option<&str>) -> Verdict {
+        Verdict::of(key, None, facts, Some(PoolSpec::Addresses(IPPoolSpec::default())), one_namespace)
+    }
+
+    #[test]
+    fn a_pool_serves_only_once_protected_and_not_while_deleted() {
+        let key = PoolKey::in_cluster("ns", "p");
+        assert!(matches!(verdict(key.clone(), facts(true, false), None), Verdict::Serve(_)));
+        assert!(matches!(verdict(key.clone(), facts(false, false), None), Verdict::Unprotected));
+        assert!(matches!(verdict(key.clone(), facts(true, true), None), Verdict::Deleting(_)));
+        assert!(matches!(verdict(key, None, None), Verdict::Refused(m) if m.ends_with("not found")));
+    }
+
+    #[test]
+    fn a_global_pool_is_refused_by_an_instance_of_one_namespace() {
+        let key = PoolKey::global("g");
+        assert!(matches!(verdict(key.clone(), facts(true, false), None), Verdict::Serve(_)));
+        let refused = verdict(key, facts(true, false), Some("team-a"));
+        assert!(matches!(refused, Verdict::Refused(m) if m.contains("--namespace team-a")));
     }
 }

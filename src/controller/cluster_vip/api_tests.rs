@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::keys::{CONTROL_PLANE_VIP_FINALIZER, CONTROL_PLANE_VIP_LABEL};
-use crate::controller::claim::fixtures;
 use crate::controller::mock_api::{Expect, MockApi, World, path};
+use crate::fixtures::{self, check};
 
 const IPAM: &str = "ipam.cluster.x-k8s.io/v1beta2";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
@@ -49,10 +49,6 @@ fn vip_address(ip: &str) -> IPAddress {
                  "address": ip, "prefix": 24}
     }))
     .unwrap()
-}
-
-fn check(condition: bool, problem: &str) -> Result<(), String> {
-    if condition { Ok(()) } else { Err(problem.to_owned()) }
 }
 
 fn event(reason: &'static str) -> Expect {

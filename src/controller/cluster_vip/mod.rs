@@ -43,7 +43,7 @@ pub fn claim_name(cluster: &str) -> String {
 
 /// The served `Cluster` resource; v1beta2's when none is served.
 fn cluster_resource(ctx: &Context) -> ApiResource {
-    ctx.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource())
+    ctx.kube.cluster_resource.clone().unwrap_or_else(|| CapiVersion::V1Beta2.cluster_resource())
 }
 
 /// The VIP claim of a Cluster: a purpose claim for "a VIP", owned by the Cluster.
@@ -58,12 +58,12 @@ fn desired_claim(cluster: &Cluster, ctx: &Context) -> Value {
     let mut spec = json!({
         "poolRef": { "apiGroup": IPAM_GROUP, "kind": GLOBAL_IN_CLUSTER_IP_POOL, "name": VIPS_LABEL },
     });
-    if ctx.capi == CapiVersion::V1Beta2 {
+    if ctx.kube.capi == CapiVersion::V1Beta2 {
         spec["clusterName"] = json!(name);
     }
     json!({
-        "apiVersion": ctx.claim_resource.api_version,
-        "kind": ctx.claim_resource.kind,
+        "apiVersion": ctx.kube.claim_resource.api_version,
+        "kind": ctx.kube.claim_resource.kind,
         "metadata": {
             "name": claim_name(&name),
             "namespace": cluster.namespace(),
@@ -96,10 +96,10 @@ fn address_of(claim: &IPAddressClaim, ctx: &Context) -> Option<IpAddr> {
 }
 
 async fn patch_cluster(ctx: &Context, cluster: &Cluster, patch: &Value, what: &str) -> Result<()> {
-    let (Some(resource), Some(namespace)) = (&ctx.cluster_resource, cluster.namespace()) else {
+    let (Some(resource), Some(namespace)) = (&ctx.kube.cluster_resource, cluster.namespace()) else {
         return Ok(());
     };
-    kube::Api::<Cluster>::namespaced_with(ctx.client.clone(), &namespace, resource)
+    kube::Api::<Cluster>::namespaced_with(ctx.kube.client.clone(), &namespace, resource)
         .patch(&cluster.name_any(), &super::write_params(), &Patch::Merge(patch))
         .await
         .map_err(|e| Error::kube(format!("{what} of Cluster {namespace}/{}", cluster.name_any()), e))?;

@@ -105,7 +105,7 @@ pub fn plan(observed: &Observed) -> Step {
 mod tests {
     use super::*;
     use crate::api::capi::ApiEndpoint;
-    use crate::controller::claim::fixtures::{claim, cluster};
+    use crate::fixtures::{claim, cluster};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn opted_in(label: &str) -> Cluster {

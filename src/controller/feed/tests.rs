@@ -7,18 +7,12 @@ use kube::runtime::watcher::Event;
 
 use super::{AddressFeed, PoolFeed};
 use crate::api::capi::{AddressSpec, IPAddress, LocalReference, PoolReference};
-use crate::api::{CapiVersion, IPPoolSpec, InClusterIPPool};
+use crate::api::{CapiVersion, InClusterIPPool};
+use crate::fixtures::pool_spec;
 use crate::index::{HolderKey, Index, PoolKey, Request};
 
 fn pool(name: &str, addresses: &[&str]) -> InClusterIPPool {
-    let mut pool = InClusterIPPool::new(
-        name,
-        IPPoolSpec {
-            addresses: addresses.iter().map(|a| a.to_string()).collect(),
-            prefix: 24,
-            ..IPPoolSpec::default()
-        },
-    );
+    let mut pool = InClusterIPPool::new(name, pool_spec(addresses));
     pool.metadata.namespace = Some("ns".into());
     pool
 }

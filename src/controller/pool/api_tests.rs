@@ -12,6 +12,7 @@ use crate::api::InClusterIPPool;
 use crate::api::keys::PROTECT_POOL_FINALIZER;
 use crate::controller::mock_api::{Expect, MockApi, World, path};
 use crate::controller::pool::PoolObject;
+use crate::fixtures::{check, claim, finalizers};
 use crate::index::{HoldKind, HolderKey};
 
 const POOLS: &str = "ipam.cluster.x-k8s.io/v1alpha2";
@@ -45,19 +46,6 @@ fn world_with(pool: &InClusterIPPool, held: &[(&str, &str)], client: kube::Clien
 /// The API server's answer to a write: the pool object (its content does not matter here).
 fn answer() -> Value {
     serde_json::to_value(pool(&["10.0.0.10-10.0.0.20"], &[PROTECT_POOL_FINALIZER], false)).unwrap()
-}
-
-fn finalizers(body: &Value) -> Vec<String> {
-    body["metadata"]["finalizers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f.as_str().map(str::to_owned))
-        .collect()
-}
-
-fn check(condition: bool, problem: &str) -> Result<(), String> {
-    if condition { Ok(()) } else { Err(problem.to_owned()) }
 }
 
 /// A status write with `Ready=False`, `reason` and a message holding `says`, then a warning
@@ -112,7 +100,7 @@ async fn a_protected_pool_gets_exact_counts_and_a_ready_condition() {
     // The claims of both addresses exist, so neither address counts as unclaimed.
     world.claims.apply_watcher_event(&Event::Init);
     for name in ["a", "b"] {
-        world.claims.apply_watcher_event(&Event::InitApply(crate::controller::claim::fixtures::claim(name, "pool")));
+        world.claims.apply_watcher_event(&Event::InitApply(claim(name, "pool")));
     }
     world.claims.apply_watcher_event(&Event::InitDone);
 
@@ -165,7 +153,7 @@ async fn a_conflict_on_the_finalizer_is_an_expected_retry() {
 
 /// The `used` count the pool's metrics show, for IPv4.
 fn used_in_metrics(world: &World) -> Option<String> {
-    let text = world.ctx.metrics.encode();
+    let text = world.ctx.report.metrics.encode();
     let line = text.lines().find(|l| l.starts_with("ferro_ipam_pool_addresses") && l.contains("state=\"used\""))?;
     line.rsplit(' ').next().map(str::to_owned)
 }
@@ -177,12 +165,12 @@ async fn a_pool_written_just_now_is_not_reported_again_until_its_write_interval_
     let mut world = world_with(&pool, &[("a", "10.0.0.10")], client);
     world.claims.apply_watcher_event(&Event::Init);
     for name in ["a", "b"] {
-        world.claims.apply_watcher_event(&Event::InitApply(crate::controller::claim::fixtures::claim(name, "pool")));
+        world.claims.apply_watcher_event(&Event::InitApply(claim(name, "pool")));
     }
     world.claims.apply_watcher_event(&Event::InitDone);
     // Writes at least 500 ms apart, as deployed.
-    Arc::get_mut(&mut world.ctx).expect("not shared yet").pool_writes =
-        crate::controller::pool::WriteThrottle::new(Duration::from_millis(500), Duration::from_secs(5), 20);
+    Arc::get_mut(&mut world.ctx).expect("not shared yet").writes.pools =
+        crate::controller::write_throttle::WriteThrottle::new(Duration::from_millis(500), Duration::from_secs(5), 20);
     super::reconcile(Arc::new(pool.clone()), world.ctx.clone()).await.expect("status written");
     api.finish();
     assert_eq!(used_in_metrics(&world).as_deref(), Some("1.0"));

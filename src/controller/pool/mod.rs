@@ -6,7 +6,6 @@ mod api_tests;
 mod kind;
 pub mod other_provider;
 mod status;
-mod throttle;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,10 +27,9 @@ use super::error::{Error, Result};
 use super::finalizers::{with_finalizer, without_finalizer};
 
 pub use kind::PoolObject;
-pub use throttle::WriteThrottle;
 
 fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
-    K::api(ctx.client.clone(), pool.namespace().as_deref())
+    K::api(ctx.kube.client.clone(), pool.namespace().as_deref())
 }
 
 /// Reconciles one pool of either kind: report, protection, status.
@@ -53,7 +51,7 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
         }
         Protection::Keep { deleting_with } => deleting_with,
     };
-    ctx.metrics.set_pool(&key, &report);
+    ctx.report.metrics.set_pool(&key, &report);
     write_status(&ctx, pool.as_ref(), &key, &report, deleting_with).await
 }
 
@@ -63,14 +61,15 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
 /// cost a pool of N claims N x N during a storm.
 fn report_throttled<K: PoolObject>(ctx: &Context, pool: &K, key: &PoolKey) -> Option<Duration> {
     let protected = pool.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER);
-    if protected && pool.meta().deletion_timestamp.is_none() { ctx.pool_writes.wait(key) } else { None }
+    if protected && pool.meta().deletion_timestamp.is_none() { ctx.writes.pools.wait(key) } else { None }
 }
 
 /// The index's report of the pool, with the `IPAddress` objects no claim of their name owns.
 fn report_of(ctx: &Context, key: &PoolKey) -> PoolReport {
     let mut report = ctx.index.report(key);
     // Until the claims are listed every address would look unclaimed: say nothing before then.
-    let claims_listed = futures::FutureExt::now_or_never(ctx.claims.wait_until_ready()).is_some_and(|r| r.is_ok());
+    let claims_listed =
+        futures::FutureExt::now_or_never(ctx.caches.claims.wait_until_ready()).is_some_and(|r| r.is_ok());
     if claims_listed {
         report.unclaimed = report
             .object_holders
@@ -117,7 +116,7 @@ async fn lift_protection<K: PoolObject>(ctx: &Context, pool: &K, key: &PoolKey) 
         patch_pool(ctx, pool, &patch).await?;
         info!(pool = %key, "deletion protection lifted");
     }
-    ctx.metrics.forget_pool(key);
+    ctx.report.metrics.forget_pool(key);
     Ok(())
 }
 
@@ -130,18 +129,18 @@ async fn write_status<K: PoolObject>(
     report: &PoolReport,
     deleting_with: Option<usize>,
 ) -> Result<Action> {
-    let desired = status::desired(report, pool.status(), pool.meta().generation, deleting_with, ctx.clock.now());
+    let desired = status::desired(report, pool.status(), pool.meta().generation, deleting_with, ctx.kube.clock.now());
     if pool.status() == Some(&desired) {
         return Ok(Action::await_change());
     }
     // During a storm of allocations the counts change with every address: see WriteThrottle.
-    if let Some(wait) = ctx.pool_writes.wait(key) {
+    if let Some(wait) = ctx.writes.pools.wait(key) {
         return Ok(Action::requeue(wait));
     }
     api(ctx, pool)
         .patch_status(&pool.name_any(), &super::write_params(), &Patch::Merge(status_patch(&desired)))
         .await
-        .inspect(|_| ctx.pool_writes.wrote(key))
+        .inspect(|_| ctx.writes.pools.wrote(key))
         .map_err(|e| Error::kube(format!("writing the status of {key}"), e))?;
     if let Some(ready) = new_warning(pool.status(), &desired) {
         ctx.publish(pool, &(), true, &ready.reason, ready.message.clone()).await;

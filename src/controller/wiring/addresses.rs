@@ -16,16 +16,18 @@ use crate::controller::address_cache::AddressCache;
 use crate::controller::feed::AddressFeed;
 use crate::controller::watches::{WatchBackoff, relisting, watched};
 
-/// The cache of every `IPAddress`, and the watch that fills it and the index. `listed` runs at
+use super::readiness::FirstListing;
+
+/// The cache of every `IPAddress`, and the watch that fills it and the index. `listed` reports
 /// the end of the first listing.
 pub fn watch(
     term: &Term,
     index: &Index,
-    listed: Box<dyn FnOnce() + Send>,
+    listed: FirstListing,
 ) -> (AddressCache, impl Future<Output = ()> + Send + use<>) {
     let resource = term.versions.ipam.address_resource();
     let (cache, mut writer) = AddressCache::new();
-    let mut feed = AddressFeed::new(index.clone(), listed);
+    let mut feed = AddressFeed::new(index.clone(), move || listed.listed());
     let api: Api<IPAddress> = term.settings.scoped(&term.client, &resource);
     let config = term.settings.unfiltered();
     // After a failure the addresses are listed again, and claims wait until that listing is

@@ -73,7 +73,8 @@ impl ClusterWatch {
     where
         S: Future<Output = ()> + Send + Sync + 'static,
     {
-        let claim_api: Api<PartialObjectMeta<IPAddressClaim>> = term.settings.scoped(&term.client, &ctx.claim_resource);
+        let claim_api: Api<PartialObjectMeta<IPAddressClaim>> =
+            term.settings.scoped(&term.client, &ctx.kube.claim_resource);
         let selector = format!("{}={}", cluster_vip::ROLE_LABEL, cluster_vip::ROLE);
         let owners = self.resource.clone();
         let vip_claims = watched(

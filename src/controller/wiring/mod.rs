@@ -6,6 +6,7 @@ mod addresses;
 mod claims;
 mod clusters;
 mod pools;
+mod readiness;
 mod router;
 mod settings;
 mod support;
@@ -26,9 +27,12 @@ use crate::metrics::Metrics;
 use crate::misconfig::Misconfig;
 
 use super::address_cache::AddressCache;
-use super::context::Context;
+use super::context::{Caches, Context, Kube, Report, Writes};
 use super::discovery::CapiVersions;
-use super::pool;
+use super::latency::Latency;
+use super::own_writes::OwnWrites;
+use super::write_throttle::WriteThrottle;
+use readiness::ReadinessGate;
 
 pub use settings::{Listing, Settings};
 
@@ -40,10 +44,6 @@ const OWN_WRITES_MAX_AGE: Duration = Duration::from_secs(30);
 const POOL_WRITES_MIN_INTERVAL: Duration = Duration::from_millis(500);
 const POOL_WRITES_MAX_INTERVAL: Duration = Duration::from_secs(5);
 const POOL_WRITES_PER_SECOND: u32 = 20;
-
-/// The listings the index waits for before any claim allocates: the `IPAddress`es and each of
-/// the four pool kinds.
-const LISTINGS: usize = 5;
 
 /// What the controllers of a term run with.
 pub struct Term {
@@ -62,9 +62,11 @@ impl Term {
         let shutdown = futures::FutureExt::shared(shutdown);
         let clock = self.settings.clock.clone();
         let (index, index_triggers) = Index::with_clock(self.settings.sticky, Arc::new(move || clock.now()));
-        let listed = support::readiness_gate(&index, LISTINGS);
+        // The index waits for the first listing of every watch feeding it before any claim
+        // allocates: the `IPAddress`es and each of the four pool kinds.
+        let gate = ReadinessGate::new(&index);
 
-        let (addresses, address_watch) = addresses::watch(self, &index, listed());
+        let (addresses, address_watch) = addresses::watch(self, &index, gate.listing());
         let claims = claims::ClaimWatch::new(self);
         let clusters = self.versions.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
         let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
@@ -78,10 +80,12 @@ impl Term {
         let pools = pools::PoolControllers { term: self, index: &index, ctx: ctx.clone(), shutdown: shutdown.clone() };
         // Global pools' status and protection are left to an instance that sees every namespace.
         let manage_global = self.settings.namespace.is_none();
-        let in_cluster = pools.of_kind::<InClusterIPPool>(true, listed(), routes.in_cluster);
-        let global = pools.of_kind::<GlobalInClusterIPPool>(manage_global, listed(), routes.global);
-        let in_cluster_prefix = pools.of_kind::<InClusterPrefixPool>(true, listed(), routes.in_cluster_prefix);
-        let global_prefix = pools.of_kind::<GlobalInClusterPrefixPool>(manage_global, listed(), routes.global_prefix);
+        let in_cluster = pools.of_kind::<InClusterIPPool>(true, gate.listing(), routes.in_cluster);
+        let global = pools.of_kind::<GlobalInClusterIPPool>(manage_global, gate.listing(), routes.global);
+        let in_cluster_prefix = pools.of_kind::<InClusterPrefixPool>(true, gate.listing(), routes.in_cluster_prefix);
+        let global_prefix =
+            pools.of_kind::<GlobalInClusterPrefixPool>(manage_global, gate.listing(), routes.global_prefix);
+        gate.close();
 
         // The controllers end on shutdown; the watches and the router end with them.
         let pools = future::join4(in_cluster, global, in_cluster_prefix, global_prefix);
@@ -104,29 +108,33 @@ impl Term {
     ) -> Context {
         let reporter = Reporter { controller: "ferro-ipam".into(), instance: self.settings.instance.clone() };
         Context {
-            client: self.client.clone(),
+            kube: Kube {
+                client: self.client.clone(),
+                capi: self.versions.ipam,
+                claim_resource: claims.resource.clone(),
+                address_resource: self.versions.ipam.address_resource(),
+                cluster_resource: clusters.map(|c| c.resource.clone()),
+                fence: self.settings.fence.clone(),
+                clock: self.settings.clock.clone(),
+            },
             index: index.clone(),
-            capi: self.versions.ipam,
-            claim_resource: claims.resource.clone(),
-            address_resource: self.versions.ipam.address_resource(),
-            addresses,
-            claims: claims.store.clone(),
-            clusters: clusters.map(|c| c.store.clone()),
-            cluster_resource: clusters.map(|c| c.resource.clone()),
-            providers: super::provider::Providers::new(self.client.clone()),
-            recorder: Recorder::new(self.client.clone(), reporter),
-            metrics: self.metrics.clone(),
-            misconfig: self.misconfig.clone(),
-            first_seen: Default::default(),
+            caches: Caches {
+                addresses,
+                claims: claims.store.clone(),
+                clusters: clusters.map(|c| c.store.clone()),
+                providers: super::provider::Providers::new(self.client.clone()),
+            },
+            report: Report {
+                recorder: Recorder::new(self.client.clone(), reporter),
+                metrics: self.metrics.clone(),
+                misconfig: self.misconfig.clone(),
+                latency: Latency::default(),
+            },
+            writes: Writes {
+                own: OwnWrites::new(OWN_WRITES_MAX_AGE),
+                pools: WriteThrottle::new(POOL_WRITES_MIN_INTERVAL, POOL_WRITES_MAX_INTERVAL, POOL_WRITES_PER_SECOND),
+            },
             only_namespace: self.settings.namespace.clone(),
-            pool_writes: pool::WriteThrottle::new(
-                POOL_WRITES_MIN_INTERVAL,
-                POOL_WRITES_MAX_INTERVAL,
-                POOL_WRITES_PER_SECOND,
-            ),
-            own_writes: super::own_writes::OwnWrites::new(OWN_WRITES_MAX_AGE),
-            clock: self.settings.clock.clone(),
-            fence: self.settings.fence.clone(),
         }
     }
 
@@ -140,7 +148,7 @@ impl Term {
             loop {
                 metrics.claims_waiting.set(i64::try_from(index.waiting_claims()).unwrap_or(i64::MAX));
                 index.expire_remembered();
-                ctx.own_writes.expire();
+                ctx.writes.own.expire();
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         }

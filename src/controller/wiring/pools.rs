@@ -14,6 +14,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use crate::index::Index;
 
 use super::Term;
+use super::readiness::FirstListing;
 use super::support::{drain, error_policy, instrumented, lean};
 use crate::controller::context::Context;
 use crate::controller::feed::PoolFeed;
@@ -33,14 +34,14 @@ impl<S> PoolControllers<'_, S>
 where
     S: Future<Output = ()> + Clone + Send + Sync + 'static,
 {
-    /// The watch of pool kind `K`, feeding the index (`listed` runs at the end of its first
+    /// The watch of pool kind `K`, feeding the index (`listed` reports the end of its first
     /// listing), and its controller, also woken by `triggers`. When `manage` is false the pools
     /// only feed the index: their status and finalizer are left to an instance that sees every
     /// namespace.
     pub fn of_kind<K>(
         &self,
         manage: bool,
-        listed: Box<dyn FnOnce() + Send>,
+        listed: FirstListing,
         triggers: mpsc::UnboundedReceiver<ObjectRef<K>>,
     ) -> impl Future<Output = ()> + Send + use<K, S>
     where
@@ -50,7 +51,7 @@ where
         // The namespaced kind is watched in --namespace only; the global kind everywhere.
         let api: Api<K> = K::api(self.term.client.clone(), settings.namespace.as_deref());
         let (store, writer) = reflector::store();
-        let mut feed = PoolFeed::new(self.index.clone(), listed);
+        let mut feed = PoolFeed::new(self.index.clone(), move || listed.listed());
         let events = watched(
             &K::kind(&()),
             self.term.health.clone(),

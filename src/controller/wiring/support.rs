@@ -1,9 +1,8 @@
-//! What every part of the wiring uses: stores, lean objects, the index's readiness count, and
-//! how a reconcile is run, counted and retried.
+//! What every part of the wiring uses: stores, lean objects, and how a reconcile is run, counted
+//! and retried.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use futures::{Stream, StreamExt, future};
@@ -12,7 +11,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector;
 use tracing::{Instrument, debug, warn};
 
-use crate::index::Index;
 use crate::metrics::ControllerLabels;
 
 use crate::controller::context::Context;
@@ -52,22 +50,6 @@ pub fn lean_object<P: Clone, U: Clone>(object: &mut Object<P, U>) {
     object.types = None;
 }
 
-/// Counts down the listings the index waits for, and marks it ready after the last.
-pub fn readiness_gate(index: &Index, parts: usize) -> impl Fn() -> Box<dyn FnOnce() + Send> {
-    let left = Arc::new(AtomicUsize::new(parts));
-    let index = index.clone();
-    move || {
-        let left = left.clone();
-        let index = index.clone();
-        Box::new(move || {
-            if left.fetch_sub(1, Ordering::SeqCst) == 1 {
-                index.set_ready();
-                debug!("index complete: claims may allocate");
-            }
-        })
-    }
-}
-
 /// Runs one reconcile inside a span naming the object, and counts it.
 pub async fn instrumented<K, F, Fut>(
     controller: &'static str,
@@ -87,11 +69,11 @@ where
     };
     let span = tracing::debug_span!("reconcile", controller, object = %name);
     // A suspended term's reconciles wait here rather than fail their writes.
-    ctx.fence.wait_open().await;
-    let metrics = ctx.metrics.clone();
+    ctx.kube.fence.wait_open().await;
+    let metrics = ctx.report.metrics.clone();
     metrics.reconciles_in_flight.get_or_create(&labels).inc();
     let started = Instant::now();
-    let misconfig = ctx.misconfig.clone();
+    let misconfig = ctx.report.misconfig.clone();
     let result = reconcile(object, ctx).instrument(span).await;
     // A write no retry can fix (RBAC, a webhook that cannot be called) is a misconfiguration of
     // this object until one of its reconciles succeeds.

@@ -21,6 +21,8 @@ use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 use tracing::warn;
 
+use crate::sync::lock;
+
 const ALLOWED_FOR: Duration = Duration::from_secs(60);
 const REFUSED_FOR: Duration = Duration::from_secs(10);
 /// Above this many remembered tokens, the memory is cleared.
@@ -55,7 +57,7 @@ impl Gate {
         }
         let decision = self.review(token, path).await?;
         let keep = if decision == Decision::Allowed { ALLOWED_FOR } else { REFUSED_FOR };
-        let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        let mut remembered = lock(&self.remembered);
         if remembered.len() >= REMEMBERED_AT_MOST {
             remembered.clear();
         }
@@ -64,7 +66,7 @@ impl Gate {
     }
 
     fn recall(&self, key: &str) -> Option<Decision> {
-        let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        let remembered = lock(&self.remembered);
         remembered.get(key).filter(|(until, _)| Instant::now() < *until).map(|(_, decision)| *decision)
     }
 

@@ -59,7 +59,7 @@ mod tests {
     use super::*;
     use crate::api::capi::cluster_name;
     use crate::api::keys::CLUSTER_NAME_LABEL;
-    use crate::controller::claim::fixtures::{claim, cluster};
+    use crate::fixtures::{claim, cluster};
 
     #[test]
     fn claim_names_its_cluster_by_spec_then_label() {

@@ -7,10 +7,11 @@
 //! by `max` at worst. (A trailing debounce could put the write off for as long as a storm lasts.)
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::index::PoolKey;
+use crate::sync::lock;
 
 pub struct WriteThrottle {
     min: Duration,
@@ -37,7 +38,7 @@ impl WriteThrottle {
 
     fn last(&self) -> MutexGuard<'_, Busy> {
         // The map holds no invariant a panicking holder could break.
-        self.last.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.last)
     }
 
     /// How long to wait before the next write of `pool`, if at all.

@@ -114,7 +114,7 @@ pub fn patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::claim::fixtures::claim;
+    use crate::fixtures::claim;
 
     fn now() -> Timestamp {
         Timestamp::from_second(1_700_000_000).expect("valid")

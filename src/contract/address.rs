@@ -146,7 +146,7 @@ pub fn adoption_patch(
 mod tests {
     use super::*;
     use crate::api::CapiVersion;
-    use crate::controller::claim::fixtures::claim;
+    use crate::fixtures::claim;
 
     fn pool() -> PoolSide {
         PoolSide {

@@ -68,7 +68,7 @@ pub fn of(claim: &IPAddressClaim, dual_stack: bool) -> Result<Request, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::claim::fixtures::claim;
+    use crate::fixtures::claim;
 
     fn annotated(name: &str, pairs: &[(&str, &str)]) -> IPAddressClaim {
         let mut c = claim(name, "pool");

@@ -1,0 +1,112 @@
+//! The one module of the claim controller that changes the index: taking an address for a
+//! claim (in its pool, or in the first labelled pool with room), adopting the one its
+//! `IPAddress` records, and giving holds back. No client required; signing up to be woken is
+//! `next::after`.
+
+use std::net::IpAddr;
+
+use crate::api::conditions::ClaimReason;
+use crate::contract::{passed_over, refusal, request_of};
+use crate::controller::context::Context;
+use crate::index::{AllocError, HolderKey, PoolKey};
+use crate::metrics::PoolLabels;
+use crate::selection::{self, Purpose};
+
+use super::loaded::{Loaded, ReadyPool, Verdict};
+use super::next::Unfulfilled;
+use super::purpose;
+
+/// The pool `key` if it may serve the claim now. A pool being deleted drops the claim's hold
+/// that no `IPAddress` records yet, so that the hold does not keep the pool protected.
+pub fn serving(key: PoolKey, loaded: &Loaded, ctx: &Context) -> Result<ReadyPool, Unfulfilled> {
+    match Verdict::read(key.clone(), loaded, ctx) {
+        Verdict::Serve(pool) => Ok(*pool),
+        Verdict::Unprotected => Err(Unfulfilled::Unprotected(key)),
+        Verdict::Deleting(message) => {
+            ctx.index.drop_unwritten(&key, &loaded.holder);
+            Err(Unfulfilled::not_ready(ClaimReason::PoolNotReady, message))
+        }
+        Verdict::Refused(message) => Err(Unfulfilled::not_ready(ClaimReason::PoolNotReady, message)),
+    }
+}
+
+/// Takes an address for the claim in `pool`: its existing hold there, or a new one. Every
+/// allocation of the claim controller goes through here. The outer error is a claim that
+/// cannot ask (a bad request annotation); the inner one, the pool's refusal.
+pub fn try_take(loaded: &Loaded, pool: &ReadyPool, ctx: &Context) -> Result<Result<IpAddr, AllocError>, Unfulfilled> {
+    let request = request_of(&loaded.claim, pool.spec.is_dual_stack())
+        .map_err(|message| Unfulfilled::not_ready(ClaimReason::AllocationFailed, message))?;
+    let taken = ctx.index.allocate(&pool.key, &loaded.holder, request);
+    if let Err(AllocError::Exhausted(_)) = &taken {
+        ctx.report.metrics.exhaustions.get_or_create(&PoolLabels::of(&pool.key)).inc();
+    }
+    Ok(taken)
+}
+
+/// Like [`try_take`], with the pool's refusal as the claim's `Ready` reason.
+pub fn take(loaded: &Loaded, pool: &ReadyPool, ctx: &Context) -> Result<IpAddr, Unfulfilled> {
+    try_take(loaded, pool, ctx)?.map_err(|error| {
+        let (reason, message) = refusal(&error, &pool.key);
+        Unfulfilled::NotReady { reason, message }
+    })
+}
+
+/// A purpose claim's pool and the address it holds there now.
+pub struct Chosen {
+    pub pool: ReadyPool,
+    pub ip: IpAddr,
+}
+
+/// Takes an address in the first labelled pool, in order, that has one for the claim.
+pub async fn choose(purpose: Purpose, loaded: &Loaded, ctx: &Context) -> Result<Chosen, Unfulfilled> {
+    let (claim, holder, cluster) = (loaded.claim.as_ref(), &loaded.holder, loaded.cluster.as_deref());
+    let (found, provider) = purpose::candidates(ctx, purpose, claim, cluster).await;
+    let order = found.order();
+    if order.is_empty() {
+        let message = selection::no_pool_message(purpose, &holder.namespace, provider.as_deref(), &found);
+        return Err(Unfulfilled::not_ready(ClaimReason::PoolNotReady, message));
+    }
+    let mut tried = Vec::new();
+    let mut refused = Vec::new();
+    for pool in order {
+        if let Some(why) = passed_over(pool, ctx.only_namespace.is_some(), ctx.index.pool_facts(pool).as_ref()) {
+            tried.push((pool.clone(), why));
+            continue;
+        }
+        // A pool that just arrived gets its deletion protection within moments: wait for it
+        // rather than pass on to a pool later in the order.
+        let ready = serving(pool.clone(), loaded, ctx)?;
+        match try_take(loaded, &ready, ctx)? {
+            Ok(ip) => {
+                let others: Vec<PoolKey> = tried.into_iter().map(|(p, _)| p).collect();
+                ctx.index.stop_waiting(&others, holder);
+                return Ok(Chosen { pool: ready, ip });
+            }
+            Err(error) => {
+                refused.push(pool.clone());
+                tried.push((pool.clone(), error.to_string()));
+            }
+        }
+    }
+    let other_short = purpose::other_short(ctx, purpose, claim, cluster).await;
+    Err(Unfulfilled::PurposeExhausted {
+        message: selection::exhausted_message(purpose, &found, &tried),
+        event_reason: purpose.exhausted_reason(other_short),
+        refused,
+    })
+}
+
+/// Makes the address the claim's `IPAddress` records the claim's (see
+/// [`crate::index::Index::adopt`]).
+pub fn adopt(pool: &PoolKey, holder: &HolderKey, ip: IpAddr, bound: bool, ctx: &Context) -> Result<(), AllocError> {
+    ctx.index.adopt(pool, holder, ip, bound)
+}
+
+/// Gives back what a claim holds: in its pool, or, for a purpose claim that never got one, in
+/// every pool (and its wait for any labelled pool).
+pub fn release(pool: Option<&PoolKey>, holder: &HolderKey, ctx: &Context) {
+    match pool {
+        Some(key) => ctx.index.release_claim(key, holder),
+        None => ctx.index.release_claim_everywhere(holder),
+    }
+}
