@@ -2,16 +2,24 @@
 //!
 //! - [`allocator`]: the address allocator, free of Kubernetes.
 //! - [`api`]: the pool CRDs and the Cluster API types served.
-//! - [`index`]: the in-memory allocation state of every pool, fed by watches.
-//! - [`controller`]: the claim and pool controllers and their wiring.
-//! - [`client`]: the Kubernetes client with its write fence, timeouts and server clock.
+//! - [`index`]: the in-memory allocation state of every pool.
+//! - `contract`: the CAPI IPAM contract's rules for one claim, pure; the claim controller,
+//!   preflight and `explain` all apply them.
+//! - `feed`: how `IPAddress` and pool objects, from a watch or a listing, fill the index.
+//! - `controller`: the claim and pool controllers and their wiring.
+//! - `client`: the Kubernetes client with its write fence, timeouts and server clock; API
+//!   discovery, the infrastructure provider of a claim, and what an API error means.
+//! - `selection`: which labelled pools serve a purpose claim, in order.
 //! - [`preflight`]: what ferro-ipam would do with a live cluster, read-only.
 //! - [`inspect`]: `who-has`, `explain` and `top`, answers for an operator, read-only like preflight.
 //! - [`misconfig`]: misconfigurations said loudly: ERROR lines, a gauge, readiness.
 //! - `other_provider`: another IPAM provider's Lease, held and renewed, stops allocation.
 //! - `lease`: how a Lease record is judged (held, expired, free) and written; leader election
 //!   and `other_provider` both read Leases this way.
-//! - [`run`], [`cli`], [`health`]: the process.
+//! - [`run`], [`cli`], `health`, `sync`: the process.
+//!
+//! Layers point one way: `allocator` <- `index` <- `contract`, `feed` <- `controller`,
+//! `preflight`, `inspect` <- `run`. `preflight` and `inspect` import nothing of the controllers.
 //!
 //! # Glossary
 //!
@@ -43,6 +51,7 @@ pub mod cli;
 pub(crate) mod client;
 pub(crate) mod contract;
 pub(crate) mod controller;
+pub(crate) mod feed;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub(crate) mod health;

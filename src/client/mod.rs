@@ -3,8 +3,10 @@
 
 pub mod api_errors;
 mod clock;
+pub mod discovery;
 mod fence;
 mod guard;
+pub mod providers;
 mod ratelimit;
 
 use std::time::Duration;

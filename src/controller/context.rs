@@ -20,8 +20,8 @@ use crate::misconfig::Misconfig;
 use super::address_cache::AddressCache;
 use super::latency::Latency;
 use super::own_writes::OwnWrites;
-use super::provider::Providers;
 use super::write_throttle::WriteThrottle;
+use crate::client::providers::Providers;
 
 /// Shared state of the controllers.
 pub struct Context {

@@ -182,7 +182,7 @@ impl World {
                 claims: claims.as_reader(),
                 // Clusters are listed, and none exists: claims that name none are served.
                 clusters: Some(clusters.as_reader()),
-                providers: super::provider::Providers::new(client.clone()),
+                providers: crate::client::providers::Providers::new(client.clone()),
             },
             report: Report {
                 recorder: Recorder::new(client, reporter),

@@ -5,16 +5,13 @@ mod by_cluster;
 pub mod claim;
 pub mod cluster_vip;
 pub mod context;
-pub mod discovery;
 pub mod error;
-pub mod feed;
 pub mod finalizers;
 pub mod latency;
 #[cfg(test)]
 pub(crate) mod mock_api;
 pub mod own_writes;
 pub mod pool;
-pub mod provider;
 mod triggers;
 pub(crate) mod watches;
 pub mod wiring;

@@ -62,8 +62,8 @@ pub async fn who_has(kubeconfig: Option<&Path>, address: IpAddr, output: Output)
 /// claim controller finds it; None for other claims.
 async fn provider_of(client: &kube::Client, inventory: &Inventory, holder: &HolderKey) -> Option<String> {
     use crate::api::capi::cluster_name;
+    use crate::client::providers::{Providers, provider_kind};
     use crate::contract::Target;
-    use crate::controller::provider::{Providers, provider_kind};
     use kube::ResourceExt as _;
     let claim = inventory
         .claims

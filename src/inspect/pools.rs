@@ -1,7 +1,7 @@
 //! Every pool of an inventory, of any kind, as one shape (no client required).
 
 use crate::api::IPPoolStatus;
-use crate::controller::pool::PoolObject;
+use crate::feed::PoolObject;
 use crate::index::{PoolKey, PoolSpec};
 use crate::preflight::gather::Inventory;
 

@@ -14,8 +14,8 @@ use kube::runtime::watcher::Event;
 
 use crate::api::capi::IPAddress;
 use crate::api::keys::RESERVED_NAMES;
-use crate::controller::feed::{AddressFeed, PoolFeed};
-use crate::controller::pool::PoolObject;
+use crate::feed::PoolObject;
+use crate::feed::{AddressFeed, PoolFeed};
 use crate::index::{Index, PoolKey};
 use crate::selection::Purpose;
 

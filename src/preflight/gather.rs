@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::keys::IPAM_GROUP;
 use crate::api::{CapiVersion, GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
-use crate::controller::discovery;
+use crate::client::discovery;
 
 use super::findings::{PrefixPools, Unreadable};
 

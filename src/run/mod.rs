@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::cli::{InitialList, RunFlags, parse_bind_address};
+use crate::client::discovery;
 use crate::client::{self, Fence, Timeouts};
-use crate::controller::discovery;
 use crate::controller::pool::other_provider::PoolMarker;
 use crate::controller::wiring::{Listing, Settings, Term};
 use crate::health::{self, Health};

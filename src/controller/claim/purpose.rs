@@ -5,8 +5,8 @@
 use kube::ResourceExt;
 
 use crate::api::capi::{Cluster, IPAddressClaim};
+use crate::client::providers::provider_kind;
 use crate::controller::context::Context;
-use crate::controller::provider::provider_kind;
 use crate::index::{HolderKey, PoolKey};
 use crate::selection::{self, Candidates, Purpose};
 

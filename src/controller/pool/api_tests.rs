@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::api::InClusterIPPool;
 use crate::api::keys::PROTECT_POOL_FINALIZER;
 use crate::controller::mock_api::{Expect, MockApi, World, path};
-use crate::controller::pool::PoolObject;
+use crate::feed::PoolObject;
 use crate::fixtures::{check, claim, finalizers};
 use crate::index::{HoldKind, HolderKey};
 

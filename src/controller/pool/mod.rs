@@ -3,7 +3,6 @@
 
 #[cfg(test)]
 mod api_tests;
-mod kind;
 pub mod other_provider;
 mod status;
 
@@ -26,7 +25,7 @@ use super::context::Context;
 use super::error::{Error, Result};
 use super::finalizers::{with_finalizer, without_finalizer};
 
-pub use kind::PoolObject;
+pub use crate::feed::PoolObject;
 
 fn api<K: PoolObject>(ctx: &Context, pool: &K) -> Api<K> {
     K::api(ctx.kube.client.clone(), pool.namespace().as_deref())

@@ -13,8 +13,8 @@ use crate::index::Index;
 use super::Term;
 use super::support::{drain, lean_object};
 use crate::controller::address_cache::AddressCache;
-use crate::controller::feed::AddressFeed;
 use crate::controller::watches::{WatchBackoff, relisting, watched};
+use crate::feed::AddressFeed;
 
 use super::readiness::FirstListing;
 

@@ -28,10 +28,10 @@ use crate::misconfig::Misconfig;
 
 use super::address_cache::AddressCache;
 use super::context::{Caches, Context, Kube, Report, Writes};
-use super::discovery::CapiVersions;
 use super::latency::Latency;
 use super::own_writes::OwnWrites;
 use super::write_throttle::WriteThrottle;
+use crate::client::discovery::CapiVersions;
 use readiness::ReadinessGate;
 
 pub use settings::{Listing, Settings};
@@ -122,7 +122,7 @@ impl Term {
                 addresses,
                 claims: claims.store.clone(),
                 clusters: clusters.map(|c| c.store.clone()),
-                providers: super::provider::Providers::new(self.client.clone()),
+                providers: crate::client::providers::Providers::new(self.client.clone()),
             },
             report: Report {
                 recorder: Recorder::new(self.client.clone(), reporter),

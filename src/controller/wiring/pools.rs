@@ -17,10 +17,11 @@ use super::Term;
 use super::readiness::FirstListing;
 use super::support::{drain, error_policy, instrumented, lean};
 use crate::controller::context::Context;
-use crate::controller::feed::PoolFeed;
-use crate::controller::pool::{self, PoolObject};
+use crate::controller::pool;
 use crate::controller::triggers::{self, Wake};
 use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
+use crate::feed::PoolFeed;
+use crate::feed::PoolObject;
 
 /// What every pool controller of a term shares.
 pub struct PoolControllers<'a, S> {

@@ -1,4 +1,5 @@
-//! What the pool controller needs of either pool kind.
+//! What the index feed, the pool controller, preflight and the inspect commands read of a pool
+//! object of any kind.
 
 use kube::{Api, Client, Resource, ResourceExt};
 

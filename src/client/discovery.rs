@@ -62,7 +62,7 @@ pub(crate) async fn versions_eventually(
 /// kube's debug form of the whole `Status`.
 fn message(error: &anyhow::Error) -> String {
     match error.chain().find_map(|e| e.downcast_ref::<kube::Error>()) {
-        Some(cause) => format!("{error}: {}", super::error::describe(cause)),
+        Some(cause) => format!("{error}: {}", super::api_errors::describe(cause)),
         None => format!("{error:#}"),
     }
 }

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use crate::api::capi::IPAddress;
 use crate::index::{HoldKind, HolderKey, Index, PoolKey, Trigger};
 
-use super::pool::PoolObject;
+pub use pool_object::PoolObject;
 
 /// The bookkeeping of a watch's listings that both feeds share: which objects the current
 /// listing brought, so that those it did not bring (deleted while the watch was down) are
@@ -201,6 +201,7 @@ impl PoolFeed {
     }
 }
 
+mod pool_object;
 #[cfg(test)]
 mod tests;
 mod wake;
