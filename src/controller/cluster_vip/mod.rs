@@ -110,8 +110,8 @@ async fn patch_cluster(ctx: &Context, cluster: &Cluster, patch: &Value, what: &s
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {
     let vip = Vip::new(&cluster, &ctx);
     let claim = match vip.load_claim() {
-        Loaded::Claim(claim) => claim,
-        Loaded::NameTaken => {
+        VipClaim::Claim(claim) => claim,
+        VipClaim::NameTaken => {
             vip.say_name_taken().await;
             return Ok(Action::await_change());
         }
@@ -124,7 +124,7 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
 }
 
 /// The Cluster's VIP claim as the cache has it.
-enum Loaded {
+enum VipClaim {
     /// The Cluster's VIP claim, or none.
     Claim(Option<Arc<IPAddressClaim>>),
     /// A claim that is not this Cluster's VIP claim has its name, and the Cluster asks for a VIP.
@@ -147,14 +147,14 @@ impl<'a> Vip<'a> {
 
     /// The VIP claim. A claim of that name that is not this Cluster's VIP claim is never
     /// touched: it counts as none, and while the Cluster asks for a VIP it is reported.
-    fn load_claim(&self) -> Loaded {
+    fn load_claim(&self) -> VipClaim {
         match self.ctx.cached_claim(&self.namespace, &self.name) {
             Some(found) if !is_vip_claim_of(&found, self.cluster) => {
                 let asks = self.cluster.metadata.deletion_timestamp.is_none()
                     && self.cluster.labels().contains_key(CONTROL_PLANE_VIP_LABEL);
-                if asks { Loaded::NameTaken } else { Loaded::Claim(None) }
+                if asks { VipClaim::NameTaken } else { VipClaim::Claim(None) }
             }
-            other => Loaded::Claim(other),
+            other => VipClaim::Claim(other),
         }
     }
 
