@@ -16,6 +16,7 @@
 //! - `other_provider`: another IPAM provider's Lease, held and renewed, stops allocation.
 //! - `lease`: how a Lease record is judged (held, expired, free) and written; leader election
 //!   and `other_provider` both read Leases this way.
+//! - `intern`: strings shared by the compact records of the claim store and the address cache.
 //! - [`run`], [`cli`], `health`, `sync`: the process.
 //!
 //! Layers point one way: `allocator` <- `index` <- `contract`, `feed` <- `controller`,
@@ -57,6 +58,7 @@ pub(crate) mod fixtures;
 pub(crate) mod health;
 pub mod index;
 pub mod inspect;
+pub(crate) mod intern;
 pub(crate) mod lease;
 pub mod metrics;
 pub mod misconfig;
