@@ -18,6 +18,7 @@ use crate::metrics::Metrics;
 use crate::misconfig::Misconfig;
 
 use super::address_cache::AddressCache;
+use super::claim_store::ClaimStore;
 use super::latency::Latency;
 use super::own_writes::OwnWrites;
 use super::write_throttle::WriteThrottle;
@@ -51,7 +52,7 @@ pub struct Kube {
 /// What the watches last saw.
 pub struct Caches {
     pub addresses: AddressCache,
-    pub claims: Store<IPAddressClaim>,
+    pub claims: ClaimStore,
     /// None when the API server serves no CAPI `Cluster` (then no claim waits for one).
     pub clusters: Option<Store<Cluster>>,
     /// The infrastructure provider of a claim's owner, for purpose pools.
@@ -91,8 +92,7 @@ impl Context {
 
     /// The claim of this name, as the watch last saw it.
     pub fn cached_claim(&self, namespace: &str, name: &str) -> Option<Arc<IPAddressClaim>> {
-        let key = ObjectRef::new_with(name, self.kube.claim_resource.clone()).within(namespace);
-        self.caches.claims.get(&key)
+        self.caches.claims.get(namespace, name)
     }
 
     /// The Cluster of this name, as the watch last saw it.

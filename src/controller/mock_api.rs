@@ -17,12 +17,13 @@ use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
 use crate::api::CapiVersion;
-use crate::api::capi::{Cluster, IPAddressClaim};
+use crate::api::capi::Cluster;
 use crate::client::{Fence, ServerClock};
 use crate::index::Index;
 use crate::metrics::Metrics;
 
 use super::address_cache::{AddressCache, AddressCacheWriter};
+use super::claim_store::ClaimStore;
 use super::context::{Caches, Context, Kube, Report, Writes};
 use super::latency::Latency;
 use super::write_throttle::WriteThrottle;
@@ -142,7 +143,7 @@ fn respond(status: u16, body: &Value) -> Response<Body> {
 pub struct World {
     pub ctx: Arc<Context>,
     pub addresses: AddressCacheWriter,
-    pub claims: Writer<IPAddressClaim>,
+    pub claims: ClaimStore,
     pub clusters: Writer<Cluster>,
     /// What the index asks the controllers to look at again.
     pub triggers: tokio::sync::mpsc::UnboundedReceiver<crate::index::Trigger>,
@@ -159,9 +160,10 @@ impl World {
         let (address_cache, mut addresses) = AddressCache::new();
         addresses.apply(&Event::Init);
         addresses.apply(&Event::InitDone);
-        let mut claims = Writer::new(capi.claim_resource());
+        let claims = ClaimStore::default();
+        let _ = claims.apply(&Event::Init);
+        let _ = claims.apply(&Event::InitDone);
         let mut clusters = Writer::new(capi.cluster_resource());
-        listed(&mut claims);
         listed(&mut clusters);
         let (index, triggers) = Index::new(Duration::ZERO);
         index.set_ready();
@@ -179,7 +181,7 @@ impl World {
             index,
             caches: Caches {
                 addresses: address_cache,
-                claims: claims.as_reader(),
+                claims: claims.clone(),
                 // Clusters are listed, and none exists: claims that name none are served.
                 clusters: Some(clusters.as_reader()),
                 providers: crate::client::providers::Providers::new(client.clone()),

@@ -3,6 +3,7 @@
 pub mod address_cache;
 mod by_cluster;
 pub mod claim;
+pub mod claim_store;
 pub mod cluster_vip;
 pub mod context;
 pub mod error;

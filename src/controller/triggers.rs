@@ -15,20 +15,10 @@ use futures::{Stream, StreamExt, future};
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
-/// Which single-object events wake the controller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wake {
-    /// Objects created or changed.
-    Applied,
-    /// Objects created, changed or deleted.
-    Touched,
-}
-
-/// The objects to reconcile one by one, from a reflector's event stream. At each listing's end
+/// The objects to reconcile one by one (created, changed or deleted), from a reflector's event stream. At each listing's end
 /// `relisted` runs (it sends to `Controller::reconcile_all_on` streams, see [`relistings`]).
 pub fn objects<K, S>(
     events: S,
-    wake: Wake,
     mut relisted: impl FnMut() + Send,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
@@ -37,13 +27,12 @@ where
 {
     events.filter_map(move |event| {
         let object = match event {
-            Ok(Event::Apply(object)) => Some(Ok(object)),
-            Ok(Event::Delete(object)) if wake == Wake::Touched => Some(Ok(object)),
+            Ok(Event::Apply(object) | Event::Delete(object)) => Some(Ok(object)),
             Ok(Event::InitDone) => {
                 relisted();
                 None
             }
-            Ok(Event::Delete(_) | Event::Init | Event::InitApply(_)) => None,
+            Ok(Event::Init | Event::InitApply(_)) => None,
             Err(error) => Some(Err(error)),
         };
         future::ready(object)
@@ -96,7 +85,7 @@ mod tests {
         ]);
         let mut seen_in_store = Vec::new();
         let tx_keep = tx.clone();
-        let emitted: Vec<String> = objects(reflector::reflector(writer, events), Wake::Applied, tx)
+        let emitted: Vec<String> = objects(reflector::reflector(writer, events), tx)
             .map(|o| {
                 let o = o.unwrap();
                 // What the controller would find when it runs the reconcile.
@@ -113,10 +102,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn deletions_wake_only_controllers_that_ask_for_them() {
+    async fn a_deletion_wakes_the_controller() {
         let (tx, _relisted) = relistings();
-        let events = || futures::stream::iter(vec![Ok(Event::Delete(object("gone")))]);
-        assert_eq!(objects(events(), Wake::Applied, tx.clone()).count().await, 0);
-        assert_eq!(objects(events(), Wake::Touched, tx).count().await, 1);
+        let events = futures::stream::iter(vec![Ok(Event::Delete(object("gone")))]);
+        assert_eq!(objects(events, tx).count().await, 1);
     }
 }

@@ -4,9 +4,15 @@
 //! `next::after`.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
+use kube::ResourceExt;
+
+use crate::api::capi::IPAddressClaim;
 use crate::api::conditions::ClaimReason;
-use crate::contract::{passed_over, refusal, request_of};
+use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
+use crate::contract::status::{self, Readiness};
+use crate::contract::{Gate, Target, belongs_to, gate, passed_over, refusal, request_of};
 use crate::controller::context::Context;
 use crate::index::{AllocError, HolderKey, PoolKey};
 use crate::metrics::PoolLabels;
@@ -109,4 +115,41 @@ pub fn release(pool: Option<&PoolKey>, holder: &HolderKey, ctx: &Context) {
         Some(key) => ctx.index.release_claim(key, holder),
         None => ctx.index.release_claim_everywhere(holder),
     }
+}
+
+/// Whether a claim needs no reconcile before new claims are served, and if so makes the index
+/// hold its address as the claim's, as the reconcile's adoption would. Settled: not being
+/// deleted nor held back by a pause; the finalizer on; its `IPAddress`, of its own name and not
+/// being deleted, records an address of the claim's pool, is owned by the claim and protected;
+/// the index holds that address for the object; and the claim's status already names the
+/// object and says `Ready` with that address. A claim of a purpose, or anything else, is not
+/// settled: it is reconciled first.
+pub fn settled(claim: Arc<IPAddressClaim>, ctx: &Context) -> bool {
+    let Some((holder, target @ Target::Pool(_))) = Loaded::identify(&claim) else { return false };
+    if claim.metadata.deletion_timestamp.is_some() || !claim.finalizers().iter().any(|f| f == RELEASE_ADDRESS_FINALIZER)
+    {
+        return false;
+    }
+    let loaded = Loaded::load(claim, holder, target, ctx);
+    let Some(pool) = loaded.pool.as_ref() else { return false };
+    if gate(&loaded.claim, &loaded.cluster_state(ctx), loaded.pool_facts(ctx).as_ref()) != Gate::Proceed {
+        return false;
+    }
+    let (claim, holder) = (loaded.claim.as_ref(), &loaded.holder);
+    let Some(address) = ctx.cached_address(&holder.namespace, &holder.name) else { return false };
+    let owned = claim.uid().is_some_and(|uid| address.owner_references().iter().any(|o| o.uid == uid));
+    let protected = address.finalizers().iter().any(|f| f == PROTECT_ADDRESS_FINALIZER);
+    if address.metadata.deletion_timestamp.is_some() || !owned || !protected || !belongs_to(&address, claim, pool) {
+        return false;
+    }
+    let Ok(ip) = address.spec.address.parse::<IpAddr>() else { return false };
+    let says_so = status::patch(
+        ctx.kube.capi,
+        claim,
+        Some(&holder.name),
+        &Readiness::allocated(&ip.to_string()),
+        ctx.kube.clock.now(),
+    )
+    .is_none();
+    says_so && ctx.index.object_hold(pool, holder) == Some(ip) && adopt(pool, holder, ip, true, ctx).is_ok()
 }

@@ -25,7 +25,7 @@ mod writes;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use kube::runtime::controller::Action;
+use crate::controller::claim_store::Action;
 use tracing::debug;
 
 use crate::api::capi::IPAddressClaim;
@@ -37,6 +37,7 @@ use crate::contract::{Gate, Target, gate};
 use super::context::Context;
 use super::error::{Error, Result, status_code};
 use super::finalizers;
+pub use holds::settled;
 use loaded::Loaded;
 use next::{Outcome, Unfulfilled};
 

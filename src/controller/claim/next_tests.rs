@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kube::runtime::controller::Action;
+use crate::controller::claim_store::Action;
 
 use super::loaded::Loaded;
 use super::next::{Outcome, RECHECK, SHORTLY, Unfulfilled, Wake, after, plan};

@@ -93,7 +93,7 @@ async fn the_claims_address_becomes_the_endpoint_guarded_by_the_clusters_version
         event("ControlPlaneVIPAssigned"),
     ]);
     let mut world = World::new(client);
-    world.claims.apply_watcher_event(&Event::Apply(vip_claim()));
+    let _ = world.claims.apply(&Event::Apply(vip_claim()));
     world.addresses.apply(&Event::Apply(vip_address("10.0.0.5")));
 
     super::reconcile(Arc::new(opted_in()), world.ctx.clone()).await.expect("written");
@@ -107,8 +107,8 @@ async fn a_deleted_cluster_releases_its_vip_claim_tolerating_a_404() {
             .refuse(404, "NotFound"),
         event("ControlPlaneVIPReleased"),
     ]);
-    let mut world = World::new(client);
-    world.claims.apply_watcher_event(&Event::Apply(vip_claim()));
+    let world = World::new(client);
+    let _ = world.claims.apply(&Event::Apply(vip_claim()));
     let mut cluster = opted_in();
     cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
 
@@ -119,10 +119,10 @@ async fn a_deleted_cluster_releases_its_vip_claim_tolerating_a_404() {
 #[tokio::test]
 async fn a_claim_of_the_vip_claims_name_that_is_not_the_clusters_is_left_alone_and_reported() {
     let (client, api) = MockApi::client(vec![event("ControlPlaneVIPClaimNameTaken")]);
-    let mut world = World::new(client);
+    let world = World::new(client);
     // No role label and no owner: somebody else's claim.
     let foreign = fixtures::claim(&super::claim_name("wl"), "cluster-api-vips");
-    world.claims.apply_watcher_event(&Event::Apply(foreign));
+    let _ = world.claims.apply(&Event::Apply(foreign));
 
     super::reconcile(Arc::new(opted_in()), world.ctx.clone()).await.expect("reported");
     api.finish();

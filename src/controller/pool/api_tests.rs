@@ -96,13 +96,13 @@ async fn a_protected_pool_gets_exact_counts_and_a_ready_condition() {
             .answer(200, answer()),
     ]);
     let pool = pool(&["10.0.0.10-10.0.0.20"], &[PROTECT_POOL_FINALIZER], false);
-    let mut world = world_with(&pool, &[("a", "10.0.0.10"), ("b", "10.0.0.11")], client);
+    let world = world_with(&pool, &[("a", "10.0.0.10"), ("b", "10.0.0.11")], client);
     // The claims of both addresses exist, so neither address counts as unclaimed.
-    world.claims.apply_watcher_event(&Event::Init);
+    let _ = world.claims.apply(&Event::Init);
     for name in ["a", "b"] {
-        world.claims.apply_watcher_event(&Event::InitApply(claim(name, "pool")));
+        let _ = world.claims.apply(&Event::InitApply(claim(name, "pool")));
     }
-    world.claims.apply_watcher_event(&Event::InitDone);
+    let _ = world.claims.apply(&Event::InitDone);
 
     super::reconcile(Arc::new(pool), world.ctx.clone()).await.expect("status written");
     api.finish();
@@ -163,11 +163,11 @@ async fn a_pool_written_just_now_is_not_reported_again_until_its_write_interval_
     let (client, api) = MockApi::client(vec![Expect::new(Method::PATCH, pool_path("/status")).answer(200, answer())]);
     let pool = pool(&["10.0.0.10-10.0.0.20"], &[PROTECT_POOL_FINALIZER], false);
     let mut world = world_with(&pool, &[("a", "10.0.0.10")], client);
-    world.claims.apply_watcher_event(&Event::Init);
+    let _ = world.claims.apply(&Event::Init);
     for name in ["a", "b"] {
-        world.claims.apply_watcher_event(&Event::InitApply(claim(name, "pool")));
+        let _ = world.claims.apply(&Event::InitApply(claim(name, "pool")));
     }
-    world.claims.apply_watcher_event(&Event::InitDone);
+    let _ = world.claims.apply(&Event::InitDone);
     // Writes at least 500 ms apart, as deployed.
     Arc::get_mut(&mut world.ctx).expect("not shared yet").writes.pools =
         crate::controller::write_throttle::WriteThrottle::new(Duration::from_millis(500), Duration::from_secs(5), 20);

@@ -67,8 +67,7 @@ fn report_throttled<K: PoolObject>(ctx: &Context, pool: &K, key: &PoolKey) -> Op
 fn report_of(ctx: &Context, key: &PoolKey) -> PoolReport {
     let mut report = ctx.index.report(key);
     // Until the claims are listed every address would look unclaimed: say nothing before then.
-    let claims_listed =
-        futures::FutureExt::now_or_never(ctx.caches.claims.wait_until_ready()).is_some_and(|r| r.is_ok());
+    let claims_listed = ctx.caches.claims.is_listed();
     if claims_listed {
         report.unclaimed = report
             .object_holders

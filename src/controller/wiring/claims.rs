@@ -1,4 +1,12 @@
-//! The claim watch and the claim controller.
+//! The claim watch and the claim controller, on ferro-ipam's own claim store and work queue
+//! (`controller::claim_store`).
+//!
+//! Every event of the watch updates the store; a created or changed claim is queued urgently.
+//! At the end of a listing (the first one, or one after the watch failed) and when a Cluster
+//! relisting asks for every claim, each claim is reviewed: a claim already settled (see
+//! `claim::settled`) goes to the queue's paced background lane, to be verified once nothing
+//! urgent waits; any other claim is queued urgently. New claims are therefore served first at
+//! start-up, rather than behind a reconcile of every claim already bound.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,84 +15,181 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use kube::api::Api;
 use kube::core::ApiResource;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tracing::Instrument;
 
 use crate::api::capi::IPAddressClaim;
 
 use super::Term;
-use super::support::{drain, error_policy, instrumented, lean_object, store_with};
+use super::support::{instrumented, lean_object, retry_after};
 use crate::controller::by_cluster::ClaimsByCluster;
 use crate::controller::claim;
+use crate::controller::claim_store::{Change, ClaimStore, WorkQueue};
 use crate::controller::context::Context;
-use crate::controller::triggers::{self, Wake};
-use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
+use crate::controller::watches::{WatchBackoff, watched};
+
+/// Settled claims verified per second in the background, once no urgent work is queued.
+const VERIFIED_PER_SECOND: u32 = 500;
 
 /// The claim watch, and what the other parts take from it before the controller starts.
 pub struct ClaimWatch {
-    pub store: Store<IPAddressClaim>,
+    pub store: ClaimStore,
     pub resource: ApiResource,
     /// Which claims belong to which Cluster, kept from this watch.
     pub by_cluster: ClaimsByCluster,
-    /// Sends a claim to be reconciled (index triggers, Cluster changes).
-    pub sender: mpsc::UnboundedSender<ObjectRef<IPAddressClaim>>,
-    /// Asks for every claim to be reconciled (a Cluster relisting).
-    pub reconcile_all: Arc<dyn Fn() + Send + Sync>,
-    receiver: mpsc::UnboundedReceiver<ObjectRef<IPAddressClaim>>,
-    objects: BoxStream<'static, Result<IPAddressClaim, watcher::Error>>,
-    relistings: BoxStream<'static, ()>,
+    /// Queues claims to be reconciled (index triggers, Cluster changes).
+    pub triggers: ClaimTriggers,
+    reviews: mpsc::UnboundedReceiver<()>,
+    events: BoxStream<'static, Result<Event<IPAddressClaim>, watcher::Error>>,
+}
+
+/// Queues claims of the claim controller. Cheap to clone.
+#[derive(Clone)]
+pub struct ClaimTriggers {
+    store: ClaimStore,
+    queue: Arc<WorkQueue>,
+    reviews: mpsc::UnboundedSender<()>,
+}
+
+impl ClaimTriggers {
+    /// Queues the claim of this namespace and name, if the store holds it.
+    pub fn trigger(&self, namespace: &str, name: &str) {
+        if let Some(id) = self.store.id_of(namespace, name) {
+            self.queue.trigger(id);
+        }
+    }
+
+    /// Asks for every claim to be reviewed (a Cluster relisting may have changed any of them).
+    pub fn review_all(&self) {
+        // The receiver is gone only while the controller shuts down.
+        let _ = self.reviews.send(());
+    }
 }
 
 impl ClaimWatch {
     pub fn new(term: &Term) -> ClaimWatch {
         let resource = term.versions.ipam.claim_resource();
         let api: Api<IPAddressClaim> = term.settings.scoped(&term.client, &resource);
-        let (store, writer) = store_with(resource.clone());
-        let by_cluster = ClaimsByCluster::default();
-        let followed = by_cluster.clone();
+        let store = ClaimStore::default();
         let events = watched(
             "IPAddressClaim",
             term.health.clone(),
             term.misconfig.clone(),
-            watcher(api, term.settings.filtered()).backoff(WatchBackoff::default()),
+            watch(api, term.settings.filtered()).backoff(WatchBackoff::default()),
         )
-        .modify(lean_object);
-        let events = reflector::reflector(writer, events).inspect(move |event| {
-            if let Ok(event) = event {
-                followed.apply(event);
-            }
-        });
-        let (relisted, relistings) = triggers::relistings();
-        let objects = triggers::objects(events, Wake::Applied, relisted.clone()).boxed();
-        let (sender, receiver) = mpsc::unbounded_channel();
+        .modify(lean_object)
+        .boxed();
+        let (reviews_tx, reviews) = mpsc::unbounded_channel();
+        let queue = WorkQueue::new(VERIFIED_PER_SECOND);
         ClaimWatch {
+            triggers: ClaimTriggers { store: store.clone(), queue, reviews: reviews_tx },
             store,
             resource,
-            by_cluster,
-            sender,
-            reconcile_all: Arc::new(relisted),
-            receiver,
-            objects,
-            relistings: relistings.boxed(),
+            by_cluster: ClaimsByCluster::default(),
+            reviews,
+            events,
         }
     }
 
-    /// The claim controller, until `shutdown`.
+    /// The claim controller, until `shutdown`; then the reconciles running are let finish.
     pub fn controller<S>(self, term: &Term, ctx: Arc<Context>, shutdown: S) -> impl Future<Output = ()> + Send + use<S>
     where
         S: Future<Output = ()> + Send + Sync + 'static,
     {
-        let controller = Controller::for_stream_with(self.objects, self.store, self.resource)
-            .trigger_backoff(NoExtraBackoff)
-            .reconcile_all_on(self.relistings)
-            .reconcile_all_on(term.settings.resync())
-            .with_config(ControllerConfig::default().concurrency(term.settings.claim_concurrency))
-            .reconcile_on(UnboundedReceiverStream::new(self.receiver))
-            .graceful_shutdown_on(shutdown)
-            .run(|claim, ctx| instrumented("claim", claim, ctx, claim::reconcile), error_policy, ctx);
-        drain(controller)
+        let queue = self.triggers.queue.clone();
+        let follow =
+            Follow { store: self.store.clone(), by_cluster: self.by_cluster, queue: queue.clone(), ctx: ctx.clone() }
+                .run(self.events, self.reviews, term.settings.resync().boxed());
+        let store = self.store;
+        let workers = queue.run(usize::from(term.settings.claim_concurrency), shutdown, move |id| {
+            reconcile_one(id, store.clone(), ctx.clone())
+        });
+        async move {
+            tokio::select! {
+                () = workers => {}
+                () = follow => {}
+            }
+        }
+    }
+}
+
+/// Reconciles the claim of `id`, if the store still holds it; the requeue it asks for.
+async fn reconcile_one(id: u32, store: ClaimStore, ctx: Arc<Context>) -> Option<std::time::Duration> {
+    let claim = store.object(id)?;
+    let name = format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    );
+    match instrumented("claim", claim, ctx, claim::reconcile).await {
+        Ok(action) => action.requeue_after(),
+        Err(error) => {
+            let span = tracing::debug_span!("reconcile", controller = "claim", object = %name);
+            Some(async { retry_after(&error) }.instrument(span).await)
+        }
+    }
+}
+
+/// What follows the watch: the store, the claims by Cluster and the queue.
+struct Follow {
+    store: ClaimStore,
+    by_cluster: ClaimsByCluster,
+    queue: Arc<WorkQueue>,
+    ctx: Arc<Context>,
+}
+
+impl Follow {
+    async fn run(
+        self,
+        mut events: BoxStream<'static, Result<Event<IPAddressClaim>, watcher::Error>>,
+        mut reviews: mpsc::UnboundedReceiver<()>,
+        mut resyncs: BoxStream<'static, ()>,
+    ) {
+        loop {
+            tokio::select! {
+                event = events.next() => match event {
+                    // A failed watch was said by `watched` and is retried by the watcher.
+                    Some(Err(_)) => {}
+                    Some(Ok(event)) => self.apply(&event).await,
+                    None => return,
+                },
+                Some(()) = reviews.recv() => self.review().await,
+                Some(()) = resyncs.next() => {
+                    for id in self.store.ids() {
+                        self.queue.defer(id);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn apply(&self, event: &Event<IPAddressClaim>) {
+        self.by_cluster.apply(event);
+        match self.store.apply(event) {
+            Change::Applied(id) => self.queue.trigger(id),
+            Change::Listed(_) => self.review().await,
+            Change::Deleted(_) | Change::Nothing => {}
+        }
+    }
+
+    /// Once the index is complete: settled claims to the background, the others urgent.
+    async fn review(&self) {
+        self.ctx.index.wait_ready().await;
+        let (mut settled, mut urgent) = (0usize, 0usize);
+        for id in self.store.ids() {
+            match self.store.object(id).is_some_and(|claim| claim::settled(claim, &self.ctx)) {
+                true => {
+                    settled += 1;
+                    self.queue.defer(id);
+                }
+                false => {
+                    urgent += 1;
+                    self.queue.trigger(id);
+                }
+            }
+        }
+        tracing::debug!(settled, urgent, "claims reviewed after a listing");
     }
 }

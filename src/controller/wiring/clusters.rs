@@ -21,7 +21,7 @@ use super::claims::ClaimWatch;
 use super::support::{drain, error_policy, instrumented, lean_object, store_with};
 use crate::controller::cluster_vip;
 use crate::controller::context::Context;
-use crate::controller::triggers::{self, Wake};
+use crate::controller::triggers;
 use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
 
 /// The Cluster watch, before its controller starts.
@@ -45,21 +45,20 @@ impl ClusterWatch {
         )
         .modify(lean_object);
         let (clusters_relisted, relistings) = triggers::relistings();
-        let all_claims = claims.reconcile_all.clone();
+        let all_claims = claims.triggers.clone();
         // A relisting may bring Clusters changed while the watch was down: every claim and
         // every Cluster is looked at again.
         let relisted = move || {
             clusters_relisted();
-            all_claims();
+            all_claims.review_all();
         };
-        let (by_cluster, sender, claim_resource) =
-            (claims.by_cluster.clone(), claims.sender.clone(), claims.resource.clone());
-        let objects = triggers::objects(reflector::reflector(writer, events), Wake::Touched, relisted)
+        let (by_cluster, triggers) = (claims.by_cluster.clone(), claims.triggers.clone());
+        let objects = triggers::objects(reflector::reflector(writer, events), relisted)
             .map(move |cluster| {
                 if let Ok(cluster) = &cluster {
                     let namespace = cluster.namespace().unwrap_or_default();
                     for claim in by_cluster.claims_of(&namespace, &cluster.name_any()) {
-                        let _ = sender.send(ObjectRef::new_with(&claim, claim_resource.clone()).within(&namespace));
+                        triggers.trigger(&namespace, &claim);
                     }
                 }
                 cluster

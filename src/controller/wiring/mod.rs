@@ -9,7 +9,7 @@ mod pools;
 mod readiness;
 mod router;
 mod settings;
-mod support;
+pub(crate) mod support;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ impl Term {
         let claims = claims::ClaimWatch::new(self);
         let clusters = self.versions.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
         let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
-        let (routes, router) = router::route(index_triggers, claims.sender.clone(), claims.resource.clone());
+        let (routes, router) = router::route(index_triggers, claims.triggers.clone());
 
         let cluster_controller = match clusters {
             Some(clusters) => future::Either::Left(clusters.controller(self, ctx.clone(), shutdown.clone())),

@@ -18,7 +18,7 @@ use super::readiness::FirstListing;
 use super::support::{drain, error_policy, instrumented, lean};
 use crate::controller::context::Context;
 use crate::controller::pool;
-use crate::controller::triggers::{self, Wake};
+use crate::controller::triggers;
 use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
 use crate::feed::PoolFeed;
 use crate::feed::PoolObject;
@@ -71,7 +71,7 @@ where
             return future::Either::Left(drain(events));
         }
         let (relisted, relistings) = triggers::relistings();
-        let controller = Controller::for_stream(triggers::objects(events, Wake::Touched, relisted), store)
+        let controller = Controller::for_stream(triggers::objects(events, relisted), store)
             .trigger_backoff(NoExtraBackoff)
             .reconcile_all_on(relistings)
             .reconcile_all_on(settings.resync())

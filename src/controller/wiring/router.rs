@@ -3,15 +3,14 @@
 use std::future::Future;
 
 use futures::StreamExt;
-use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use crate::api::capi::IPAddressClaim;
 use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use crate::index::{PoolKind, Trigger};
 
+use super::claims::ClaimTriggers;
 use super::support::drain;
 
 /// The pool controllers' ends of the routes.
@@ -22,12 +21,11 @@ pub struct PoolRoutes {
     pub global_prefix: mpsc::UnboundedReceiver<ObjectRef<GlobalInClusterPrefixPool>>,
 }
 
-/// Routes `triggers` to `claims` (of `claim_resource`) and to the pool controllers, until the
+/// Routes `triggers` to `claims` and to the pool controllers, until the
 /// index is dropped.
 pub fn route(
     triggers: mpsc::UnboundedReceiver<Trigger>,
-    claims: mpsc::UnboundedSender<ObjectRef<IPAddressClaim>>,
-    claim_resource: ApiResource,
+    claims: ClaimTriggers,
 ) -> (PoolRoutes, impl Future<Output = ()> + Send) {
     let (in_cluster, in_cluster_rx) = mpsc::unbounded_channel();
     let (global, global_rx) = mpsc::unbounded_channel();
@@ -36,7 +34,7 @@ pub fn route(
     // A send fails only while its controller shuts down.
     let router = drain(UnboundedReceiverStream::new(triggers).map(move |trigger| match trigger {
         Trigger::Claim(holder) => {
-            let _ = claims.send(ObjectRef::new_with(&holder.name, claim_resource.clone()).within(&holder.namespace));
+            claims.trigger(&holder.namespace, &holder.name);
         }
         Trigger::Pool(key) => match (key.kind, key.namespace) {
             (PoolKind::InCluster, Some(ns)) => {

@@ -51,16 +51,16 @@ pub fn lean_object<P: Clone, U: Clone>(object: &mut Object<P, U>) {
 }
 
 /// Runs one reconcile inside a span naming the object, and counts it.
-pub async fn instrumented<K, F, Fut>(
+pub async fn instrumented<K, F, Fut, T>(
     controller: &'static str,
     object: Arc<K>,
     ctx: Arc<Context>,
     reconcile: F,
-) -> Result<Action, Error>
+) -> Result<T, Error>
 where
     K: kube::Resource,
     F: FnOnce(Arc<K>, Arc<Context>) -> Fut,
-    Fut: Future<Output = Result<Action, Error>>,
+    Fut: Future<Output = Result<T, Error>>,
 {
     let labels = ControllerLabels { controller: controller.to_owned() };
     let name = match object.meta().namespace.as_deref() {
@@ -99,12 +99,17 @@ where
 /// was said at ERROR by [`instrumented`]. Anything else is a WARN naming the object (the
 /// reconcile span), the action and the API server's message.
 pub fn error_policy<K>(_: Arc<K>, error: &Error, _: Arc<Context>) -> Action {
+    Action::requeue(retry_after(error))
+}
+
+/// [`error_policy`]'s log line and delay, for a controller on ferro-ipam's own queue.
+pub fn retry_after(error: &Error) -> std::time::Duration {
     match error.metric_label() {
         kind @ ("conflict" | "fenced") => debug!(%error, kind, "reconcile met an expected refusal; retrying"),
         kind if error.problem().is_some() => debug!(%error, kind, "reconcile refused; retrying"),
         kind => warn!(%error, kind, "reconcile failed; retrying"),
     }
-    Action::requeue(error.retry_after())
+    error.retry_after()
 }
 
 /// Polls a stream to its end, for its side effects.
