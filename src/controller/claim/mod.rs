@@ -20,6 +20,8 @@ mod next;
 #[cfg(test)]
 mod next_tests;
 mod purpose;
+#[cfg(test)]
+mod settled_tests;
 mod writes;
 
 use std::net::IpAddr;
