@@ -37,14 +37,9 @@ fn restarted() -> (World, PoolKey) {
 fn bound_claim(world: &World) -> IPAddressClaim {
     let mut claim = fixtures::claim("c", "pool");
     claim.metadata.finalizers = Some(vec![RELEASE_ADDRESS_FINALIZER.to_owned()]);
-    let patch = status::patch(
-        world.ctx.kube.capi,
-        &claim,
-        Some("c"),
-        &Readiness::allocated(IP),
-        world.ctx.kube.clock.now(),
-    )
-    .expect("a fresh claim needs its status");
+    let patch =
+        status::patch(world.ctx.kube.capi, &claim, Some("c"), &Readiness::allocated(IP), world.ctx.kube.clock.now())
+            .expect("a fresh claim needs its status");
     claim.status = Some(serde_json::from_value(patch["status"].clone()).expect("a claim status"));
     claim
 }
@@ -90,7 +85,9 @@ async fn any_inconsistency_sends_the_claim_to_a_reconcile() {
         ("address of another pool", |_, a| a.spec.pool_ref.name = "elsewhere".into()),
         ("address not owned by the claim", |_, a| a.metadata.owner_references = None),
         ("address not protected", |_, a| a.metadata.finalizers = None),
-        ("address being deleted", |_, a| a.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))),
+        ("address being deleted", |_, a| {
+            a.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
+        }),
     ];
     for (what, spoil) in cases {
         let (mut world, pool) = restarted();
