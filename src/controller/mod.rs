@@ -9,6 +9,7 @@ pub mod context;
 pub mod error;
 pub mod finalizers;
 pub mod latency;
+mod lean;
 #[cfg(test)]
 pub(crate) mod mock_api;
 pub mod own_writes;

@@ -20,10 +20,11 @@ use kube::runtime::{WatchStreamExt, watcher as watch};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use crate::api::capi::IPAddressClaim;
+use crate::api::capi::{ClaimSpec, ClaimStatus, IPAddressClaim};
+use crate::controller::lean::{Lean, unwrap_event};
 
 use super::Term;
-use super::support::{instrumented, lean_object, retry_after};
+use super::support::{instrumented, retry_after};
 use crate::controller::by_cluster::ClaimsByCluster;
 use crate::controller::claim;
 use crate::controller::claim_store::{Change, ClaimStore, WorkQueue};
@@ -71,7 +72,7 @@ impl ClaimTriggers {
 impl ClaimWatch {
     pub fn new(term: &Term) -> ClaimWatch {
         let resource = term.versions.ipam.claim_resource();
-        let api: Api<IPAddressClaim> = term.settings.scoped(&term.client, &resource);
+        let api: Api<Lean<ClaimSpec, ClaimStatus>> = term.settings.scoped(&term.client, &resource);
         let store = ClaimStore::default();
         let events = watched(
             "IPAddressClaim",
@@ -79,7 +80,7 @@ impl ClaimWatch {
             term.misconfig.clone(),
             watch(api, term.settings.filtered()).backoff(WatchBackoff::default()),
         )
-        .modify(lean_object)
+        .map(|event| event.map(unwrap_event))
         .boxed();
         let (reviews_tx, reviews) = mpsc::unbounded_channel();
         let queue = WorkQueue::new(VERIFIED_PER_SECOND);

@@ -28,6 +28,11 @@ where
 /// The annotations ferro-ipam reads: its own, the IPAM group's and Cluster API's (`paused`).
 const READ_ANNOTATIONS: [&str; 3] = ["ferro-ipam.dev/", "ipam.cluster.x-k8s.io/", "cluster.x-k8s.io/"];
 
+/// Whether ferro-ipam reads annotations of this key.
+pub fn is_read_annotation(key: &str) -> bool {
+    READ_ANNOTATIONS.iter().any(|prefix| key.starts_with(prefix))
+}
+
 /// Drops what no controller reads before an object reaches a store: `managedFields` (about half
 /// of a claim or address as served) and the annotations of others (`kubectl apply`'s copy of the
 /// whole object, for one). Patches built from cached objects are merge patches that name the
@@ -37,7 +42,7 @@ pub fn lean<K: kube::Resource>(object: &mut K) {
     meta.managed_fields = None;
     meta.self_link = None;
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, _| READ_ANNOTATIONS.iter().any(|prefix| key.starts_with(prefix)));
+        annotations.retain(|key, _| is_read_annotation(key));
         if annotations.is_empty() {
             meta.annotations = None;
         }
