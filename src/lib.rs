@@ -58,7 +58,7 @@ pub(crate) mod fixtures;
 pub(crate) mod health;
 pub mod index;
 pub mod inspect;
-pub(crate) mod intern;
+pub mod intern;
 pub(crate) mod lease;
 pub mod metrics;
 pub mod misconfig;

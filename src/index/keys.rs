@@ -1,6 +1,9 @@
 //! How the index names pools and the claims/addresses that hold addresses in them.
 
 use std::fmt;
+use std::sync::Arc;
+
+use crate::intern::Interned;
 
 use crate::api::PoolReference;
 use crate::api::keys::{
@@ -119,16 +122,18 @@ impl fmt::Display for PoolKey {
     }
 }
 
-/// A claim and the `IPAddress` it owns share namespace and name: this is that pair.
+/// A claim and the `IPAddress` it owns share namespace and name: this is that pair. The index
+/// keeps several copies of each (its holds, the users of its address, waits): a copy shares
+/// the namespace with every claim of it and the name with the other copies.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HolderKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Interned,
+    pub name: Arc<str>,
 }
 
 impl HolderKey {
     pub fn new(namespace: &str, name: &str) -> Self {
-        HolderKey { namespace: namespace.to_owned(), name: name.to_owned() }
+        HolderKey { namespace: Interned::new(namespace), name: Arc::from(name) }
     }
 }
 

@@ -34,7 +34,7 @@ impl ClaimMatch {
     pub fn matches(&self, holder: &HolderKey, owners: &[ClaimOwner]) -> bool {
         match self {
             ClaimMatch::Named { name, namespace } => {
-                *name == holder.name && namespace.as_ref().is_none_or(|ns| *ns == holder.namespace)
+                **name == *holder.name && namespace.as_ref().is_none_or(|ns| **ns == *holder.namespace)
             }
             ClaimMatch::OwnedBy(owner) => owners.contains(owner),
         }

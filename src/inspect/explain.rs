@@ -125,7 +125,7 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, holder: &HolderKey, p
     let Some(claim) = inventory
         .claims
         .iter()
-        .find(|c| c.namespace().as_deref() == Some(holder.namespace.as_str()) && c.name_any() == holder.name)
+        .find(|c| c.namespace().as_deref() == Some(holder.namespace.as_str()) && *c.name_any() == *holder.name)
     else {
         answer.state = "notFound".to_owned();
         return answer;

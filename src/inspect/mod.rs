@@ -68,7 +68,7 @@ async fn provider_of(client: &kube::Client, inventory: &Inventory, holder: &Hold
     let claim = inventory
         .claims
         .iter()
-        .find(|c| c.namespace().as_deref() == Some(holder.namespace.as_str()) && c.name_any() == holder.name)?;
+        .find(|c| c.namespace().as_deref() == Some(holder.namespace.as_str()) && *c.name_any() == *holder.name)?;
     if !matches!(Target::of(claim), Some(Target::Purpose(_))) {
         return None;
     }

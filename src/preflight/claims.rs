@@ -91,7 +91,7 @@ fn adopt(index: &Index, claim: &IPAddressClaim, address: &IPAddress, key: &PoolK
             format!("IPAddress {holder} records {:?}, which is not an IP address", address.spec.address),
         );
     };
-    let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
+    let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| *r.name == *holder.name);
     match index.adopt(key, holder, ip, bound) {
         Ok(()) => Decision::Adopt { pool: key.clone(), claim: holder.to_string(), ip },
         Err(error) => refuse(
@@ -146,7 +146,7 @@ fn decide_one(
     let cluster = match clusters {
         Some(clusters) => {
             let name = cluster_name(claim);
-            let found = name.as_ref().and_then(|n| clusters.get(&(holder.namespace.clone(), n.clone())).copied());
+            let found = name.as_ref().and_then(|n| clusters.get(&(holder.namespace.to_string(), n.clone())).copied());
             ClusterState::of(name, found)
         }
         None => ClusterState::Unnamed,

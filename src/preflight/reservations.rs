@@ -14,7 +14,7 @@ use super::findings::{Conflict, ConflictKind};
 fn owners_of(claims: &[IPAddressClaim], holder: &HolderKey) -> Vec<ClaimOwner> {
     claims
         .iter()
-        .find(|c| c.namespace().as_deref() == Some(holder.namespace.as_str()) && c.name_any() == holder.name)
+        .find(|c| c.namespace().as_deref() == Some(holder.namespace.as_str()) && *c.name_any() == *holder.name)
         .map(|c| {
             c.owner_references().iter().map(|o| ClaimOwner { kind: o.kind.clone(), name: o.name.clone() }).collect()
         })

@@ -122,7 +122,7 @@ async fn fulfil(loaded: &Loaded, ctx: &Context) -> Result<IpAddr, Failure> {
 /// while the claim waits for something that settles within moments, or is held back.
 fn readiness<'a>(outcome: &Outcome, loaded: &'a Loaded) -> Option<(Readiness, Option<&'a str>)> {
     match outcome {
-        Outcome::Fulfilled(ip) => Some((Readiness::allocated(&ip.to_string()), Some(loaded.holder.name.as_str()))),
+        Outcome::Fulfilled(ip) => Some((Readiness::allocated(&ip.to_string()), Some(&*loaded.holder.name))),
         Outcome::Unfulfilled(Unfulfilled::NotReady { reason, message }) => {
             Some((Readiness::failed(*reason, message.clone()), None))
         }

@@ -73,7 +73,7 @@ fn protect(world: &World) {
 fn claim_triggered(world: &mut World) -> bool {
     let mut triggered = false;
     while let Ok(trigger) = world.triggers.try_recv() {
-        triggered |= matches!(trigger, Trigger::Claim(holder) if holder.name == "c");
+        triggered |= matches!(trigger, Trigger::Claim(holder) if &*holder.name == "c");
     }
     triggered
 }

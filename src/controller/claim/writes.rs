@@ -75,7 +75,7 @@ pub async fn keep(loaded: &Loaded, existing: &IPAddress, pool: &PoolSide, ctx: &
     })?;
     // The claim takes over the object's hold, so the address stays reserved whatever happens
     // to the object; unless someone else holds it, or the pool may not hand it out.
-    let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| r.name == holder.name);
+    let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| *r.name == *holder.name);
     if let Err(error) = holds::adopt(&pool.key, holder, ip, bound, ctx) {
         if !bound && made_for(existing, claim) && ctx.index.held_by_others(&pool.key, holder, ip) {
             return discard_unpublished(existing, holder, &error, ctx).await;
