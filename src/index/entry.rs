@@ -57,6 +57,9 @@ pub enum AllocError {
     Conflict { address: IpAddr, reason: String },
 }
 
+/// The holders of one address.
+type Users = smallvec::SmallVec<[HolderKey; 1]>;
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Holds {
     object: Option<IpAddr>,
@@ -124,7 +127,8 @@ pub struct PoolEntry {
     registry: Arc<Registry>,
     state: PoolState,
     holds: HashMap<HolderKey, Holds>,
-    users: HashMap<IpAddr, Vec<HolderKey>>,
+    /// Who holds each address: one holder but in a conflict, so kept inline, without an allocation.
+    users: HashMap<IpAddr, Users>,
     waiting: BTreeSet<HolderKey>,
     /// The address each recently released claim had, and until when it is remembered. A
     /// memory reserves nothing: the address is free for anyone, and a claim of the same name
@@ -335,7 +339,7 @@ impl PoolEntry {
 
     /// How many holders hold an address.
     pub fn users_of(&self, ip: IpAddr) -> usize {
-        self.users.get(&ip).map_or(0, Vec::len)
+        self.users.get(&ip).map_or(0, |users| users.len())
     }
 
     /// The address a holder's claim holds, if any.
@@ -443,7 +447,7 @@ impl PoolEntry {
             .iter()
             .filter(|(_, holders)| holders.len() > 1)
             .map(|(ip, holders)| {
-                let mut holders = holders.clone();
+                let mut holders = holders.to_vec();
                 holders.sort();
                 (*ip, holders)
             })

@@ -19,14 +19,17 @@ pub fn share_addresses(a: &PoolKey, b: &PoolKey) -> bool {
         && (a.kind.is_global() || b.kind.is_global() || a.namespace == b.namespace)
 }
 
+/// The pools holding one address: one, but where pools overlap, so kept inline.
+type Pools = smallvec::SmallVec<[Arc<PoolKey>; 1]>;
+
 /// The holders of every held address, by pool.
 #[derive(Default)]
 pub struct Registry {
-    held: Mutex<HashMap<IpAddr, Vec<Arc<PoolKey>>>>,
+    held: Mutex<HashMap<IpAddr, Pools>>,
 }
 
 impl Registry {
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Vec<Arc<PoolKey>>>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Pools>> {
         lock(&self.held)
     }
 

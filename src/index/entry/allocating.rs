@@ -120,7 +120,7 @@ impl PoolEntry {
     /// Records the claim as the only user of `ip`, which its allocator has marked, and stops
     /// its waiting for room.
     pub(super) fn hand_to(&mut self, holder: &HolderKey, ip: IpAddr) {
-        self.users.insert(ip, vec![holder.clone()]);
+        self.users.insert(ip, smallvec::smallvec![holder.clone()]);
         self.holds.entry(holder.clone()).or_default().claim = Some(ip);
         self.waiting.remove(holder);
     }

@@ -81,7 +81,7 @@ impl PoolEntry {
         self.reservations()
             .iter()
             .map(|r| {
-                let mut holders = self.users.get(&r.address).cloned().unwrap_or_default();
+                let mut holders = self.users.get(&r.address).map(|users| users.to_vec()).unwrap_or_default();
                 holders.sort();
                 (r.clone(), holders)
             })
