@@ -11,31 +11,35 @@ use kube::runtime::watcher::Event;
 use crate::api::capi::IPAddressClaim;
 
 use crate::api::capi::cluster_name;
+use crate::intern::Interned;
 use crate::sync::lock;
 
-/// (namespace, name) of a claim or a Cluster.
-type Named = (String, String);
+/// (namespace, name) of a Cluster.
+type ClusterKey = (Interned, Interned);
+/// (namespace, name) of a claim; the name is shared by both maps.
+type ClaimKey = (Interned, Arc<str>);
 
 #[derive(Default)]
 struct Maps {
     /// The claims of each Cluster.
-    claims: HashMap<Named, BTreeSet<String>>,
+    claims: HashMap<ClusterKey, BTreeSet<Arc<str>>>,
     /// The Cluster of each claim that names one.
-    cluster_of: HashMap<Named, String>,
+    cluster_of: HashMap<ClaimKey, Interned>,
 }
 
 impl Maps {
     fn insert(&mut self, claim: &IPAddressClaim) {
-        let namespace = claim.namespace().unwrap_or_default();
-        let key = (namespace.clone(), claim.name_any());
+        let namespace = Interned::new(&claim.namespace().unwrap_or_default());
+        let key: ClaimKey = (namespace.clone(), Arc::from(claim.name_any()));
         self.remove(&key);
         if let Some(cluster) = cluster_name(claim) {
+            let cluster = Interned::new(&cluster);
             self.claims.entry((namespace, cluster.clone())).or_default().insert(key.1.clone());
             self.cluster_of.insert(key, cluster);
         }
     }
 
-    fn remove(&mut self, key: &Named) {
+    fn remove(&mut self, key: &ClaimKey) {
         if let Some(cluster) = self.cluster_of.remove(key) {
             let cluster_key = (key.0.clone(), cluster);
             if let Some(names) = self.claims.get_mut(&cluster_key) {
@@ -72,7 +76,9 @@ impl ClaimsByCluster {
         let mut state = self.state();
         match event {
             Event::Apply(claim) => state.current.insert(claim),
-            Event::Delete(claim) => state.current.remove(&(claim.namespace().unwrap_or_default(), claim.name_any())),
+            Event::Delete(claim) => state
+                .current
+                .remove(&(Interned::new(&claim.namespace().unwrap_or_default()), Arc::from(claim.name_any()))),
             Event::Init => state.listing = Some(Maps::default()),
             Event::InitApply(claim) => {
                 if let Some(listing) = state.listing.as_mut() {
@@ -90,8 +96,8 @@ impl ClaimsByCluster {
     /// The names of the claims in `namespace` that belong to Cluster `cluster`.
     pub fn claims_of(&self, namespace: &str, cluster: &str) -> Vec<String> {
         let state = self.state();
-        let key = (namespace.to_owned(), cluster.to_owned());
-        state.current.claims.get(&key).map(|names| names.iter().cloned().collect()).unwrap_or_default()
+        let key = (Interned::new(namespace), Interned::new(cluster));
+        state.current.claims.get(&key).map(|names| names.iter().map(|n| n.to_string()).collect()).unwrap_or_default()
     }
 }
 
