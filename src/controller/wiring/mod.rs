@@ -9,7 +9,7 @@ mod pools;
 mod readiness;
 mod router;
 mod settings;
-mod support;
+pub(super) mod support;
 
 use std::future::Future;
 use std::sync::Arc;
