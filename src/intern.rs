@@ -13,21 +13,24 @@ use std::sync::{Arc, LazyLock, Mutex};
 use crate::sync::lock;
 
 /// A string kept once for every record that names it. Compares and hashes as its text.
+///
+/// One pointer wide: the text's length is kept with the text, behind the shared count, rather
+/// than beside the pointer in every record (an `Arc<str>` is two words).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Interned(Arc<str>);
+pub struct Interned(Arc<Box<str>>);
 
-static TABLE: LazyLock<Mutex<HashSet<Arc<str>>>> = LazyLock::new(Mutex::default);
+static TABLE: LazyLock<Mutex<HashSet<Interned>>> = LazyLock::new(Mutex::default);
 
 impl Interned {
     /// The one shared copy of `text`.
     pub fn new(text: &str) -> Interned {
         let mut table = lock(&TABLE);
         if let Some(existing) = table.get(text) {
-            return Interned(existing.clone());
+            return existing.clone();
         }
-        let shared: Arc<str> = Arc::from(text);
+        let shared = Interned(Arc::new(text.into()));
         table.insert(shared.clone());
-        Interned(shared)
+        shared
     }
 
     pub fn as_str(&self) -> &str {
@@ -69,7 +72,7 @@ impl fmt::Display for Interned {
 /// Drops the strings no record holds any more. Returns how many are left.
 pub fn sweep() -> usize {
     let mut table = lock(&TABLE);
-    table.retain(|text| Arc::strong_count(text) > 1);
+    table.retain(|text| Arc::strong_count(&text.0) > 1);
     table.len()
 }
 

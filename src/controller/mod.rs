@@ -2,6 +2,7 @@
 
 pub mod address_cache;
 mod by_cluster;
+mod compact;
 pub mod claim;
 pub mod claim_store;
 pub mod cluster_vip;

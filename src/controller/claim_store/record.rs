@@ -17,86 +17,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use crate::api::capi::{ClaimSpec, ClaimStatus, Condition, IPAddressClaim, LocalReference, PoolReference};
+use crate::controller::compact::{Uid, Version};
 use crate::intern::Interned;
-
-/// An object's uid: 16 bytes when it is a canonical lowercase UUID, else its text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Uid {
-    Uuid([u8; 16]),
-    Text(Box<str>),
-}
-
-impl Uid {
-    pub fn new(text: &str) -> Uid {
-        parse_uuid(text).map_or_else(|| Uid::Text(text.into()), Uid::Uuid)
-    }
-
-    pub fn text(&self) -> String {
-        match self {
-            Uid::Uuid(bytes) => format_uuid(bytes),
-            Uid::Text(text) => text.to_string(),
-        }
-    }
-}
-
-const UUID_DASHES: [usize; 4] = [8, 13, 18, 23];
-
-fn parse_uuid(text: &str) -> Option<[u8; 16]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 36 || UUID_DASHES.iter().any(|&at| bytes[at] != b'-') {
-        return None;
-    }
-    let mut digits = bytes.iter().enumerate().filter(|(at, _)| !UUID_DASHES.contains(at)).map(|(_, b)| *b);
-    let mut out = [0u8; 16];
-    for byte in &mut out {
-        let (high, low) = (hex(digits.next()?)?, hex(digits.next()?)?);
-        *byte = high << 4 | low;
-    }
-    Some(out)
-}
-
-/// A lowercase hex digit's value; uppercase does not round-trip, so it is kept as text.
-fn hex(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        _ => None,
-    }
-}
-
-fn format_uuid(bytes: &[u8; 16]) -> String {
-    let mut out = String::with_capacity(36);
-    for (i, byte) in bytes.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out.push('-');
-        }
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
-}
-
-/// A `resourceVersion`: a number when its text is one written the canonical way, else the text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Version {
-    Number(u64),
-    Text(Box<str>),
-}
-
-impl Version {
-    pub fn new(text: &str) -> Version {
-        match text.parse::<u64>() {
-            Ok(n) if n.to_string() == text => Version::Number(n),
-            _ => Version::Text(text.into()),
-        }
-    }
-
-    pub fn text(&self) -> String {
-        match self {
-            Version::Number(n) => n.to_string(),
-            Version::Text(text) => text.to_string(),
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Owner {
@@ -341,8 +263,8 @@ mod tests {
     #[test]
     fn uids_and_versions_are_numbers_only_when_they_round_trip() {
         assert!(matches!(Uid::new("0b4e6a2c-9f1d-4c3e-8a7b-5d6e7f809a1b"), Uid::Uuid(_)));
-        assert!(matches!(Uid::new("0B4E6A2C-9F1D-4C3E-8A7B-5D6E7F809A1B"), Uid::Text(_)));
-        assert!(matches!(Uid::new("0b4e6a2c+9f1d-4c3e-8a7b-5d6e7f809a1b"), Uid::Text(_)));
+        assert!(matches!(Uid::new("0B4E6A2C-9F1D-4C3E-8A7B-5D6E7F809A1B"), Uid::Verbatim(_)));
+        assert!(matches!(Uid::new("0b4e6a2c+9f1d-4c3e-8a7b-5d6e7f809a1b"), Uid::Verbatim(_)));
         assert_eq!(Uid::new("0b4e6a2c-9f1d-4c3e-8a7b-5d6e7f809a1b").text(), "0b4e6a2c-9f1d-4c3e-8a7b-5d6e7f809a1b");
         assert_eq!(Version::new("7"), Version::Number(7));
         assert_eq!(Version::new("007").text(), "007");
