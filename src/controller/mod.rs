@@ -2,10 +2,10 @@
 
 pub mod address_cache;
 mod by_cluster;
-mod compact;
 pub mod claim;
 pub mod claim_store;
 pub mod cluster_vip;
+mod compact;
 pub mod context;
 pub mod error;
 pub mod finalizers;

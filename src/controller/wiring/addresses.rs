@@ -7,11 +7,12 @@ use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::api::capi::IPAddress;
+use crate::api::capi::{AddressSpec, NoStatus};
+use crate::controller::lean::{Lean, unwrap_event};
 use crate::index::Index;
 
 use super::Term;
-use super::support::{drain, lean_object};
+use super::support::drain;
 use crate::controller::address_cache::AddressCache;
 use crate::controller::watches::{WatchBackoff, relisting, watched};
 use crate::feed::AddressFeed;
@@ -28,7 +29,7 @@ pub fn watch(
     let resource = term.versions.ipam.address_resource();
     let (cache, mut writer) = AddressCache::new();
     let mut feed = AddressFeed::new(index.clone(), move || listed.listed());
-    let api: Api<IPAddress> = term.settings.scoped(&term.client, &resource);
+    let api: Api<Lean<AddressSpec, NoStatus>> = term.settings.scoped(&term.client, &resource);
     let config = term.settings.unfiltered();
     // After a failure the addresses are listed again, and claims wait until that listing is
     // complete: addresses made or deleted by hand while the watch was down are known before
@@ -40,7 +41,7 @@ pub fn watch(
         term.misconfig.clone(),
         from_scratch.backoff(WatchBackoff::default()),
     )
-    .modify(lean_object);
+    .map(|event| event.map(unwrap_event));
     // The cache first, as kube's reflector would: a claim woken by the index finds the object.
     let watch = drain(events.map(move |event| match &event {
         Ok(event) => {
