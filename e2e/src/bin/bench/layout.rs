@@ -130,6 +130,31 @@ impl Layout {
         (self.size() - reserved) as usize
     }
 
+    /// What a provider counts as pool `i`'s total (`status.ipAddresses.total`): every address
+    /// but the network, broadcast and gateway addresses; every /64 (a prefix pool's gateway
+    /// blocks none).
+    pub fn provider_total(&self) -> u128 {
+        match self.kind {
+            PoolKind::Addresses => self.size() - 3,
+            PoolKind::Prefixes => self.size(),
+        }
+    }
+
+    /// The family the pools hand out, as a pool's `status.families` names it.
+    pub fn family(&self) -> &'static str {
+        match self.kind {
+            PoolKind::Addresses => "IPv4",
+            PoolKind::Prefixes => "IPv6",
+        }
+    }
+
+    /// How many claims pool `i` gets in a run of `claims` claims (claim k on pool k mod pools),
+    /// the warm-up claim on pool 0 included.
+    pub fn claims_in(&self, i: usize, claims: usize) -> usize {
+        let spread = claims / self.pools + usize::from(i < claims % self.pools);
+        spread + usize::from(i == 0)
+    }
+
     /// The address (or /64) of the k-th claim of pool `i`; `None` past [`Layout::capacity`].
     pub fn kth(&self, i: usize, k: usize) -> Option<IpAddr> {
         (k < self.capacity()).then(|| self.ip(self.base(i) + (k as u128 + 2) * self.step()))
@@ -379,6 +404,19 @@ mod tests {
         assert_eq!(excluded_hit(PoolKind::Addresses, &["::/0".to_owned()], "10.0.0.5", 16), None);
         // A prefix pool's /64 overlaps a single excluded address inside it.
         assert!(excluded_hit(PoolKind::Prefixes, &["fd00:0:0:7::9".to_owned()], "fd00:0:0:7::", 64).is_some());
+    }
+
+    #[test]
+    fn claims_spread_round_robin_and_pool_0_gets_the_warm_up_too() {
+        let layout = Layout::new(PoolKind::Addresses, 3).unwrap();
+        let per_pool: Vec<usize> = (0..3).map(|i| layout.claims_in(i, 7)).collect();
+        assert_eq!(per_pool, [4, 2, 2]);
+        assert_eq!(per_pool.iter().sum::<usize>(), 7 + 1);
+        let many = Layout::new(PoolKind::Addresses, 300).unwrap();
+        assert_eq!((many.claims_in(0, 300), many.claims_in(299, 300)), (2, 1));
+        assert_eq!(many.provider_total(), 253);
+        assert_eq!(Layout::new(PoolKind::Addresses, 1).unwrap().provider_total(), 65_533);
+        assert_eq!(Layout::new(PoolKind::Prefixes, 1).unwrap().provider_total(), 65_536);
     }
 
     #[test]

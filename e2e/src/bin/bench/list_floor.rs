@@ -1,8 +1,9 @@
 //! The list floor: the least a provider must do before it can serve claims on a big cluster. A
 //! plain client lists what ferro-ipam lists at its start (every `IPAddressClaim`, `IPAddress`,
 //! pool of the four kinds at v1alpha2 and `Cluster`, cluster-wide), all seven in parallel, paged
-//! as kube-runtime's watcher pages (500 objects a page), deserialises them into the types
-//! ferro-ipam uses, and throws them away.
+//! as kube-runtime's watcher pages (500 objects a page), parses each page into minimal records of
+//! the fields a provider reads (records.rs; `managedFields` and the rest are skipped, not
+//! stored), counts them and throws them away.
 //!
 //! It runs as a process of its own (`ferro-ipam-bench list-floor ...`) like a provider; the
 //! benchmark times it from process start until it exits. On success it prints one line,
@@ -10,18 +11,19 @@
 //! was done, its peak RSS and its CPU time.
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
-use ferro_ipam::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use ferro_ipam::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use ferro_ipam_e2e::objects::capi;
-use kube::api::{Api, ListParams};
+use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, Request};
 use kube::{Client, Config};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::records::{Address, Claim, Page, Whole};
 
 /// kube-runtime's `watcher::Config::default().page_size`.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -53,15 +55,15 @@ pub async fn main(args: &[String]) -> Result<()> {
         Some(size) => size.parse().with_context(|| format!("--page-size {size}"))?,
         None => DEFAULT_PAGE_SIZE,
     };
-    let c = || client.clone();
+    let pools = |resource: ApiResource| list::<Whole>(&client, resource, page_size);
     let (claims, addresses, ip, global_ip, prefix, global_prefix, clusters) = tokio::try_join!(
-        list(Api::<IPAddressClaim>::all_with(c(), &capi().claim_resource()), page_size),
-        list(Api::<IPAddress>::all_with(c(), &capi().address_resource()), page_size),
-        list(Api::<InClusterIPPool>::all(c()), page_size),
-        list(Api::<GlobalInClusterIPPool>::all(c()), page_size),
-        list(Api::<InClusterPrefixPool>::all(c()), page_size),
-        list(Api::<GlobalInClusterPrefixPool>::all(c()), page_size),
-        list(Api::<Cluster>::all_with(c(), &capi().cluster_resource()), page_size),
+        list::<Claim>(&client, capi().claim_resource(), page_size),
+        list::<Address>(&client, capi().address_resource(), page_size),
+        pools(ApiResource::erase::<InClusterIPPool>(&())),
+        pools(ApiResource::erase::<GlobalInClusterIPPool>(&())),
+        pools(ApiResource::erase::<InClusterPrefixPool>(&())),
+        pools(ApiResource::erase::<GlobalInClusterPrefixPool>(&())),
+        list::<Whole>(&client, capi().cluster_resource(), page_size),
     )?;
     let seconds = started.elapsed().as_secs_f64();
     let all = [
@@ -85,19 +87,21 @@ pub async fn main(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Lists every object of `api` in pages of `page_size` (0: unpaged), deserialising each page and
-/// dropping it; returns the objects and the pages.
-async fn list<K>(api: Api<K>, page_size: u32) -> Result<(usize, usize)>
-where
-    K: Clone + DeserializeOwned + Debug,
-{
+/// Lists every object of `resource`, cluster-wide, in pages of `page_size` (0: unpaged), parsing
+/// each page into records `R` and dropping it; returns the objects and the pages.
+async fn list<R: DeserializeOwned>(client: &Client, resource: ApiResource, page_size: u32) -> Result<(usize, usize)> {
+    let path = match resource.group.as_str() {
+        "" => format!("/api/{}/{}", resource.version, resource.plural),
+        _ => format!("/apis/{}/{}", resource.api_version, resource.plural),
+    };
+    let request = Request::new(path);
     let mut params = ListParams::default();
     if page_size > 0 {
         params = params.limit(page_size);
     }
     let (mut objects, mut pages) = (0, 0);
     loop {
-        let page = api.list(&params).await?;
+        let page: Page<R> = client.request(request.list(&params)?).await?;
         objects += page.items.len();
         pages += 1;
         match page.metadata.continue_ {

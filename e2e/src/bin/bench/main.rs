@@ -13,6 +13,7 @@ mod floor;
 mod layout;
 mod list_floor;
 mod measure;
+mod records;
 mod report;
 mod run;
 mod startup;

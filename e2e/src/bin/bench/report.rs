@@ -66,7 +66,23 @@ struct Figures {
     /// Pool edits made by the storm, and how many a second.
     edits: f64,
     edit_rate: f64,
+    /// Writes of pool statuses per pool.
+    status_writes: f64,
     runs: usize,
+}
+
+/// How many times the subject wrote a pool's status (`PATCH` or `PUT` of `<pools>/status`),
+/// per pool of the run.
+pub fn status_writes_per_pool(r: &RunResult) -> f64 {
+    let resource = format!("{}/status", r.shape.kind.plural());
+    let writes = r
+        .requests
+        .iter()
+        .filter(|(key, _)| {
+            key.split_once(' ').is_some_and(|(verb, on)| matches!(verb, "PATCH" | "PUT") && on == resource)
+        })
+        .fold(0.0, |sum, (_, n)| sum + n);
+    writes / r.shape.pools as f64
 }
 
 fn figures(runs: &[&RunResult]) -> Figures {
@@ -82,6 +98,7 @@ fn figures(runs: &[&RunResult]) -> Figures {
         requests_per_claim: of(|r| total(&r.requests) / r.shape.claims as f64),
         edits: of(|r| r.edits.made as f64),
         edit_rate: of(|r| if r.edits.seconds > 0.0 { r.edits.made as f64 / r.edits.seconds } else { 0.0 }),
+        status_writes: of(status_writes_per_pool),
         runs: runs.len(),
     }
 }
@@ -159,9 +176,16 @@ pub fn markdown(bench: &Bench) -> String {
     let _ = writeln!(out, "\n### Per subject (medians; time range over the runs)\n");
     let _ = writeln!(
         out,
-        "| pools of | claims | pools | edits/s | subject | runs | time (min-max) | creating | claims/s | peak RSS | CPU | API requests per claim | pool edits made |"
+        "Pool status writes per pool: `PATCH` and `PUT` of the pools' `status`, over the pools. The floor \
+         writes each pool's status once, after the pool's last claim has its address; a provider that \
+         writes as the counts change writes more, ferro-ipam no more often than its per-pool write throttle \
+         allows.\n"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| pools of | claims | pools | edits/s | subject | runs | time (min-max) | creating | claims/s | peak RSS | CPU | API requests per claim | pool edits made | pool status writes per pool |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &shape in &shapes {
         let Shape { kind, claims, pools, edits_per_second } = shape;
         for s in SUBJECTS {
@@ -172,7 +196,7 @@ pub fn markdown(bench: &Bench) -> String {
                 };
                 let _ = writeln!(
                     out,
-                    "| {} | {claims} | {pools} | {edits_per_second} | {} | {} | {:.1} s ({:.1}-{:.1}) | {:.1} s | {:.0} | {:.0} MiB | {:.1} s | {:.2} | {edits} |",
+                    "| {} | {claims} | {pools} | {edits_per_second} | {} | {} | {:.1} s ({:.1}-{:.1}) | {:.1} s | {:.0} | {:.0} MiB | {:.1} s | {:.2} | {edits} | {:.2} |",
                     kind.name(),
                     s.name(),
                     f.runs,
@@ -184,11 +208,12 @@ pub fn markdown(bench: &Bench) -> String {
                     f.rss,
                     f.cpu,
                     f.requests_per_claim,
+                    f.status_writes,
                 );
             } else if let Some(reason) = skipped(shape, s) {
                 let _ = writeln!(
                     out,
-                    "| {} | {claims} | {pools} | {edits_per_second} | {} | 0 | {reason} | | | | | | |",
+                    "| {} | {claims} | {pools} | {edits_per_second} | {} | 0 | {reason} | | | | | | | |",
                     kind.name(),
                     s.name(),
                 );
@@ -442,7 +467,9 @@ mod tests {
             "{report}"
         );
         assert!(
-            report.contains("| addresses | 200 | 1 | 0 | ferro-ipam | 1 | 10.0 s (10.0-10.0) | 4.0 s | 20 |"),
+            report.contains(
+                "| addresses | 200 | 1 | 0 | ferro-ipam | 1 | 10.0 s (10.0-10.0) | 4.0 s | 20 | 30 MiB | 1.0 s | 1.00 | - | 0.00 |"
+            ),
             "{report}"
         );
         let passed = Bench { failures: Vec::new(), ..bench };
@@ -475,6 +502,27 @@ mod tests {
             "{report}"
         );
         assert!(report.contains("(1000 claims, 10 pool(s) of addresses, 20 pool edits/s"), "{report}");
+    }
+
+    #[test]
+    fn pool_status_writes_are_counted_per_pool_for_every_subject() {
+        let many = shape(300, 300, 0);
+        let mut floor = result(Subject::Floor, 5.0, 2.0);
+        floor.shape = many;
+        floor.requests.insert("PATCH inclusterippools/status".into(), 300.0);
+        let mut ferro = result(Subject::FerroIpam, 6.0, 2.0);
+        ferro.shape = many;
+        ferro.requests.insert("PATCH inclusterippools/status".into(), 450.0);
+        // The finalizer patch of a pool is no status write.
+        ferro.requests.insert("PATCH inclusterippools".into(), 300.0);
+        let report = markdown(&Bench { runs: vec![floor, ferro], ..Bench::default() });
+        assert!(
+            report.contains("| API requests per claim | pool edits made | pool status writes per pool |"),
+            "{report}"
+        );
+        assert!(report.contains("| addresses | 300 | 300 | 0 | floor | 1 | 5.0 s (5.0-5.0) | 2.0 s | 60 | 30 MiB | 1.0 s | 1.67 | - | 1.00 |"), "{report}");
+        assert!(report.contains("| addresses | 300 | 300 | 0 | ferro-ipam | 1 | 6.0 s (6.0-6.0) | 2.0 s | 50 | 30 MiB | 1.0 s | 3.17 | - | 1.50 |"), "{report}");
+        assert!(report.contains("| `PATCH inclusterippools/status` | 1.000 | 1.500 | - |"), "{report}");
     }
 
     fn start(

@@ -363,7 +363,10 @@ async fn measure_allocation(
     let layout = Layout::new(kind, pools)?;
     layout.check_fits(claims)?;
     create_pools(client, layout, config.create_concurrency).await?;
-    let mut running = Running::launch(config, plane, subject)?;
+    let mut running = match subject {
+        Subject::Floor => Running::floor(config, plane, claims)?,
+        _ => Running::launch(config, plane, subject)?,
+    };
     tokio::task::block_in_place(|| running.wait_ready(per_pool_timeout(Duration::from_secs(120), pools)))?;
     let pools_touched = match subject {
         Subject::Floor => 0,

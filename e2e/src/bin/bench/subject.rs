@@ -22,7 +22,7 @@ pub enum Running {
 }
 
 impl Running {
-    /// Starts `subject` the way users run it (default flags; see docs/benchmarks.md).
+    /// Starts a provider the way users run it (default flags; see docs/benchmarks.md).
     pub fn launch(config: &Config, plane: &ControlPlane, subject: Subject) -> Result<Running> {
         Ok(match subject {
             Subject::FerroIpam => {
@@ -40,18 +40,23 @@ impl Running {
                 Running::Process { process, health: Some(health) }
             }
             Subject::InCluster => Running::Peer(Peer::launch(plane, &plane.kubeconfig, &[])?),
-            Subject::Floor => {
-                let mut command = Command::new(std::env::current_exe()?);
-                command.arg("floor").arg("--kubeconfig").arg(&plane.kubeconfig).args([
-                    "--namespace",
-                    NAMESPACE,
-                    "--concurrency",
-                    &config.floor_concurrency.to_string(),
-                ]);
-                let process = Process::start("floor", command, plane.dir.join("floor.log"))?;
-                Running::Process { process, health: None }
-            }
+            Subject::Floor => bail!("the floor starts with Running::floor, which is told the run's claims"),
         })
+    }
+
+    /// Starts the floor for a run of `claims` claims after the warm-up claim.
+    pub fn floor(config: &Config, plane: &ControlPlane, claims: usize) -> Result<Running> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command.arg("floor").arg("--kubeconfig").arg(&plane.kubeconfig).args([
+            "--namespace",
+            NAMESPACE,
+            "--concurrency",
+            &config.floor_concurrency.to_string(),
+            "--claims",
+            &claims.to_string(),
+        ]);
+        let process = Process::start("floor", command, plane.dir.join("floor.log"))?;
+        Ok(Running::Process { process, health: None })
     }
 
     /// Whether it is ready to serve claims: ferro-ipam's `/readyz` (its index is complete); the
