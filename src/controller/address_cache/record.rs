@@ -16,7 +16,7 @@
 //! and `creationTimestamp`, which cost little and keep the object recognisable in a log.
 //!
 //! Not kept, because nothing reads them from the cache: `apiVersion` and `kind`, `managedFields`
-//! and `selfLink` (which `lean_object` drops before the cache sees the object),
+//! and `selfLink` (which the lean parse, `controller::lean`, never reads),
 //! `generateName`, `deletionGracePeriodSeconds` and `status` (an `IPAddress` has none). The
 //! namespace and the name are the cache's keys, so the record holds neither.
 

@@ -119,14 +119,15 @@ impl ClaimWatch {
 /// Reconciles the claim of `id`, if the store still holds it; the requeue it asks for.
 async fn reconcile_one(id: u32, store: ClaimStore, ctx: Arc<Context>) -> Option<std::time::Duration> {
     let claim = store.object(id)?;
-    let name = format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    );
-    match instrumented("claim", claim, ctx, claim::reconcile).await {
+    match instrumented("claim", claim.clone(), ctx, claim::reconcile).await {
         Ok(action) => action.requeue_after(),
         Err(error) => {
+            let meta = &claim.metadata;
+            let name = format!(
+                "{}/{}",
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default()
+            );
             let span = tracing::debug_span!("reconcile", controller = "claim", object = %name);
             Some(async { retry_after(&error) }.instrument(span).await)
         }
