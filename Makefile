@@ -174,8 +174,22 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
 
 .PHONY: test
-test: ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection, the soak, the node
+test: disk-space ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection, the soak, the node
 	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults test-soak test-node)
+
+# A cold `make test` writes about 10 GiB: the debug and release targets, etcd's data, the node's
+# images. A disk that fills midway shows up as a linker's "Bus error" deep in a build, so check
+# first and say what is missing.
+TEST_MIN_FREE_GIB ?= 12
+.PHONY: disk-space
+disk-space:
+	@for dir in . "$${TMPDIR:-/tmp}"; do \
+	  free=$$(df -Pk "$$dir" | awk 'NR == 2 { print int($$4 / 1048576) }'); \
+	  if [ "$$free" -lt $(TEST_MIN_FREE_GIB) ]; then \
+	    echo "ERROR: $$(cd "$$dir" && pwd) has $$free GiB free; make test needs about $(TEST_MIN_FREE_GIB) GiB (TEST_MIN_FREE_GIB). Free some space (cargo clean in old checkouts) and run it again." >&2; \
+	    exit 1; \
+	  fi; \
+	done
 
 .PHONY: demo
 demo: tools build ## Start a local control plane, run ferro-ipam, allocate from the example pools

@@ -100,6 +100,36 @@ impl Daemon {
     }
 }
 
+/// The prefix of a control plane's directory under the system's temporary directory.
+const DIR_PREFIX: &str = "ferro-ipam-e2e-";
+/// The file in that directory that names the test process owning it.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Removes the directories of control planes whose test process has exited. The plane a test
+/// binary shares lives in a `static`, which is never dropped, and a run that is killed drops
+/// nothing: without this, every run leaves its etcd data behind (about 150 MB each).
+fn sweep_orphaned_dirs(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_name().to_string_lossy().starts_with(DIR_PREFIX) {
+            continue;
+        }
+        let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok().and_then(|pid| pid.trim().parse::<u32>().ok());
+        let orphaned = match owner {
+            Some(pid) => !Path::new(&format!("/proc/{pid}")).exists(),
+            // Directories from before the owner file: old enough that no run still uses them.
+            None => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > Duration::from_secs(24 * 3600))),
+        };
+        if orphaned {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 /// A running etcd + kube-apiserver.
 pub struct ControlPlane {
     pub dir: PathBuf,
@@ -149,8 +179,10 @@ impl ControlPlane {
     ) -> Result<ControlPlane> {
         let started = Instant::now();
         let tools = Tools::locate()?;
-        let temp = tempfile::Builder::new().prefix("ferro-ipam-e2e-").tempdir()?;
+        sweep_orphaned_dirs(&std::env::temp_dir());
+        let temp = tempfile::Builder::new().prefix(DIR_PREFIX).tempdir()?;
         let dir = temp.path().to_path_buf();
+        std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string())?;
         let credentials = certs::generate(&dir, &[address.parse()?])?;
 
         let etcd_port = free_port();
