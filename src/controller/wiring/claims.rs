@@ -17,7 +17,7 @@ use kube::api::Api;
 use kube::core::ApiResource;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch as signal};
 use tracing::Instrument;
 
 use crate::api::capi::{ClaimSpec, ClaimStatus, IPAddressClaim};
@@ -42,6 +42,10 @@ pub struct ClaimWatch {
     pub by_cluster: ClaimsByCluster,
     /// Queues claims to be reconciled (index triggers, Cluster changes).
     pub triggers: ClaimTriggers,
+    /// True once the first listing has been reviewed: every claim that existed is queued, and a
+    /// claim created from then on is served as soon as its event comes.
+    pub reviewed: signal::Receiver<bool>,
+    reviewed_tx: signal::Sender<bool>,
     reviews: mpsc::UnboundedReceiver<()>,
     events: BoxStream<'static, Result<Event<IPAddressClaim>, watcher::Error>>,
 }
@@ -84,8 +88,11 @@ impl ClaimWatch {
         .boxed();
         let (reviews_tx, reviews) = mpsc::unbounded_channel();
         let queue = WorkQueue::new(VERIFIED_PER_SECOND);
+        let (reviewed_tx, reviewed) = signal::channel(false);
         ClaimWatch {
             triggers: ClaimTriggers { store: store.clone(), queue, reviews: reviews_tx },
+            reviewed,
+            reviewed_tx,
             store,
             resource,
             by_cluster: ClaimsByCluster::default(),
@@ -100,9 +107,14 @@ impl ClaimWatch {
         S: Future<Output = ()> + Send + Sync + 'static,
     {
         let queue = self.triggers.queue.clone();
-        let follow =
-            Follow { store: self.store.clone(), by_cluster: self.by_cluster, queue: queue.clone(), ctx: ctx.clone() }
-                .run(self.events, self.reviews, term.settings.resync().boxed());
+        let follow = Follow {
+            store: self.store.clone(),
+            by_cluster: self.by_cluster,
+            queue: queue.clone(),
+            ctx: ctx.clone(),
+            reviewed: self.reviewed_tx,
+        }
+        .run(self.events, self.reviews, term.settings.resync().boxed());
         let store = self.store;
         let workers = queue.run(usize::from(term.settings.claim_concurrency), shutdown, move |id| {
             reconcile_one(id, store.clone(), ctx.clone())
@@ -140,6 +152,7 @@ struct Follow {
     by_cluster: ClaimsByCluster,
     queue: Arc<WorkQueue>,
     ctx: Arc<Context>,
+    reviewed: signal::Sender<bool>,
 }
 
 impl Follow {
@@ -149,15 +162,22 @@ impl Follow {
         mut reviews: mpsc::UnboundedReceiver<()>,
         mut resyncs: BoxStream<'static, ()>,
     ) {
+        // A review waits for the index to be complete without holding up the watch: a claim
+        // listing that ends first would otherwise stop the watcher from reading further pages.
+        let mut review_pending = false;
         loop {
             tokio::select! {
                 event = events.next() => match event {
                     // A failed watch was said by `watched` and is retried by the watcher.
                     Some(Err(_)) => {}
-                    Some(Ok(event)) => self.apply(&event).await,
+                    Some(Ok(event)) => review_pending |= self.apply(&event),
                     None => return,
                 },
-                Some(()) = reviews.recv() => self.review().await,
+                Some(()) = reviews.recv() => review_pending = true,
+                () = self.ctx.index.wait_ready(), if review_pending => {
+                    review_pending = false;
+                    self.review();
+                }
                 Some(()) = resyncs.next() => {
                     for id in self.store.ids() {
                         self.queue.defer(id);
@@ -167,18 +187,24 @@ impl Follow {
         }
     }
 
-    async fn apply(&self, event: &Event<IPAddressClaim>) {
+    /// Applies a watch event; true at the end of a listing, when every claim is to be reviewed.
+    fn apply(&self, event: &Event<IPAddressClaim>) -> bool {
         self.by_cluster.apply(event);
         match self.store.apply(event) {
             Change::Applied(id) => self.queue.trigger(id),
-            Change::Listed(_) => self.review().await,
+            Change::Listed(_) => return true,
             Change::Deleted(_) | Change::Nothing => {}
         }
+        false
     }
 
-    /// Once the index is complete: settled claims to the background, the others urgent.
-    async fn review(&self) {
-        self.ctx.index.wait_ready().await;
+    /// With the index complete: settled claims to the background, the others urgent. Nothing
+    /// before the first claim listing has ended (a Cluster relisting may ask for a review
+    /// sooner): that listing's end reviews every claim, and only then are claims served.
+    fn review(&self) {
+        if !self.store.is_listed() {
+            return;
+        }
         let (mut settled, mut urgent) = (0usize, 0usize);
         for id in self.store.ids() {
             match self.store.object(id).is_some_and(|claim| claim::settled(claim, &self.ctx)) {
@@ -192,6 +218,48 @@ impl Follow {
                 }
             }
         }
-        tracing::debug!(settled, urgent, "claims reviewed after a listing");
+        match self.reviewed.send_replace(true) {
+            false => {
+                tracing::info!(settled, urgent, "claims listed: serving; settled claims are verified in the background")
+            }
+            true => tracing::debug!(settled, urgent, "claims reviewed after a listing"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::mock_api::{MockApi, World};
+    use crate::fixtures;
+
+    fn follow(world: &World) -> (Follow, signal::Receiver<bool>) {
+        let (reviewed, serving) = signal::channel(false);
+        let follow = Follow {
+            store: ClaimStore::default(),
+            by_cluster: ClaimsByCluster::default(),
+            queue: WorkQueue::new(VERIFIED_PER_SECOND),
+            ctx: world.ctx.clone(),
+            reviewed,
+        };
+        (follow, serving)
+    }
+
+    #[tokio::test]
+    async fn a_review_asked_for_before_the_claim_listing_ends_serves_nothing_and_the_listing_end_reviews() {
+        let (client, _api) = MockApi::client(vec![]);
+        let world = World::new(client);
+        let (follow, serving) = follow(&world);
+
+        // A Cluster relisting asks for a review while the claims are still being listed.
+        assert!(!follow.apply(&Event::Init));
+        assert!(!follow.apply(&Event::InitApply(fixtures::claim("c", "pool"))));
+        follow.review();
+        assert!(!*serving.borrow(), "claims are not served before their listing has ended");
+
+        assert!(follow.apply(&Event::InitDone), "the end of the listing asks for a review");
+        follow.review();
+        assert!(*serving.borrow());
+        assert_eq!(follow.store.len(), 1);
     }
 }

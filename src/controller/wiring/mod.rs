@@ -68,6 +68,7 @@ impl Term {
 
         let (addresses, address_watch) = addresses::watch(self, &index, gate.listing());
         let claims = claims::ClaimWatch::new(self);
+        let claims_reviewed = claims.reviewed.clone();
         let clusters = self.versions.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
         let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
         let (routes, router) = router::route(index_triggers, claims.triggers.clone());
@@ -90,7 +91,8 @@ impl Term {
         // The controllers end on shutdown; the watches and the router end with them.
         let pools = future::join4(in_cluster, global, in_cluster_prefix, global_prefix);
         let controllers = future::join(claim_controller, pools);
-        let watches = future::join4(address_watch, cluster_controller, router, self.upkeep(&index, &ctx));
+        let watches =
+            future::join4(address_watch, cluster_controller, router, self.upkeep(&index, claims_reviewed, &ctx));
         tokio::select! {
             _ = controllers => {}
             _ = watches => warn!("a watch ended unexpectedly"),
@@ -138,12 +140,21 @@ impl Term {
         }
     }
 
-    /// Once the index is complete: ready, then every 5 s the waiting-claims gauge, and expiry of
-    /// remembered addresses and of the memory of our own writes.
-    fn upkeep(&self, index: &Index, ctx: &Arc<Context>) -> impl Future<Output = ()> + Send + use<> {
+    /// Ready once the index is complete and the claim listing reviewed (a claim created then is
+    /// served at once, not after the claims that existed are listed); then every 5 s the
+    /// waiting-claims gauge, and expiry of remembered addresses and of the memory of our own
+    /// writes.
+    fn upkeep(
+        &self,
+        index: &Index,
+        mut claims_reviewed: tokio::sync::watch::Receiver<bool>,
+        ctx: &Arc<Context>,
+    ) -> impl Future<Output = ()> + Send + use<> {
         let (index, ctx, health, metrics) = (index.clone(), ctx.clone(), self.health.clone(), self.metrics.clone());
         async move {
-            index.wait_ready().await;
+            if !serving(&index, &mut claims_reviewed).await {
+                return;
+            }
             health.set_ready(true);
             loop {
                 metrics.claims_waiting.set(i64::try_from(index.waiting_claims()).unwrap_or(i64::MAX));
@@ -152,5 +163,44 @@ impl Term {
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         }
+    }
+}
+
+/// Resolves once claims can be served: the index is complete and the claim listing reviewed.
+/// False when the claim controller ended first (the term is ending).
+async fn serving(index: &Index, claims_reviewed: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    index.wait_ready().await;
+    claims_reviewed.wait_for(|reviewed| *reviewed).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_reviewed_claim_listing_waits_for_the_index() {
+        let (index, _triggers) = Index::new(Duration::ZERO);
+        let (_reviewed, mut claims_reviewed) = tokio::sync::watch::channel(true);
+        let mut waiting = Box::pin(serving(&index, &mut claims_reviewed));
+        assert!(waiting.as_mut().now_or_never().is_none(), "the index is not complete");
+        index.set_ready();
+        assert!(waiting.await);
+    }
+
+    #[tokio::test]
+    async fn a_complete_index_waits_for_the_claim_review_and_a_gone_claim_controller_ends_the_wait() {
+        let (index, _triggers) = Index::new(Duration::ZERO);
+        index.set_ready();
+        let (reviewed, mut claims_reviewed) = tokio::sync::watch::channel(false);
+        let mut waiting = Box::pin(serving(&index, &mut claims_reviewed));
+        assert!(waiting.as_mut().now_or_never().is_none(), "the claim listing is not reviewed");
+        reviewed.send_replace(true);
+        assert!(waiting.await);
+
+        let (reviewed, mut claims_reviewed) = tokio::sync::watch::channel(false);
+        drop(reviewed);
+        assert!(!serving(&index, &mut claims_reviewed).await, "no review will come");
     }
 }
