@@ -177,9 +177,10 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 test: disk-space ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection, the soak, the node
 	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults test-soak test-node)
 
-# A cold `make test` writes about 10 GiB: the debug and release targets, etcd's data, the node's
-# images. A disk that fills midway shows up as a linker's "Bus error" deep in a build, so check
-# first and say what is missing.
+# A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
+# incremental caches, then the release target, etcd's data and the node's images. A disk that
+# fills midway shows up as a linker's "Bus error" deep in a build, so check first and say what
+# is missing.
 TEST_MIN_FREE_GIB ?= 12
 .PHONY: disk-space
 disk-space:
