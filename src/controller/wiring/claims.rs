@@ -42,10 +42,8 @@ pub struct ClaimWatch {
     pub by_cluster: ClaimsByCluster,
     /// Queues claims to be reconciled (index triggers, Cluster changes).
     pub triggers: ClaimTriggers,
-    /// True once the first listing has been reviewed: every claim that existed is queued, and a
-    /// claim created from then on is served as soon as its event comes.
-    pub reviewed: signal::Receiver<bool>,
-    reviewed_tx: signal::Sender<bool>,
+    /// Set once the first listing has been reviewed (see [`ClaimWatch::reviewed`]).
+    reviewed: signal::Sender<bool>,
     reviews: mpsc::UnboundedReceiver<()>,
     events: BoxStream<'static, Result<Event<IPAddressClaim>, watcher::Error>>,
 }
@@ -88,17 +86,21 @@ impl ClaimWatch {
         .boxed();
         let (reviews_tx, reviews) = mpsc::unbounded_channel();
         let queue = WorkQueue::new(VERIFIED_PER_SECOND);
-        let (reviewed_tx, reviewed) = signal::channel(false);
         ClaimWatch {
             triggers: ClaimTriggers { store: store.clone(), queue, reviews: reviews_tx },
-            reviewed,
-            reviewed_tx,
+            reviewed: signal::Sender::new(false),
             store,
             resource,
             by_cluster: ClaimsByCluster::default(),
             reviews,
             events,
         }
+    }
+
+    /// True once the first listing has been reviewed: every claim that existed is queued, and a
+    /// claim created from then on is served as soon as its event comes.
+    pub fn reviewed(&self) -> signal::Receiver<bool> {
+        self.reviewed.subscribe()
     }
 
     /// The claim controller, until `shutdown`; then the reconciles running are let finish.
@@ -112,7 +114,7 @@ impl ClaimWatch {
             by_cluster: self.by_cluster,
             queue: queue.clone(),
             ctx: ctx.clone(),
-            reviewed: self.reviewed_tx,
+            reviewed: self.reviewed,
         }
         .run(self.events, self.reviews, term.settings.resync().boxed());
         let store = self.store;

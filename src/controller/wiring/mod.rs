@@ -68,7 +68,7 @@ impl Term {
 
         let (addresses, address_watch) = addresses::watch(self, &index, gate.listing());
         let claims = claims::ClaimWatch::new(self);
-        let claims_reviewed = claims.reviewed.clone();
+        let claims_reviewed = claims.reviewed();
         let clusters = self.versions.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
         let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
         let (routes, router) = router::route(index_triggers, claims.triggers.clone());
