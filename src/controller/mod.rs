@@ -9,6 +9,7 @@ mod compact;
 pub mod context;
 pub mod error;
 pub mod finalizers;
+mod keyed;
 pub mod latency;
 mod lean;
 #[cfg(test)]

@@ -4,32 +4,48 @@
 //! version, kind and plural, the object's namespace, name, uid and `resourceVersion`, nine
 //! strings per object, in a table whose slots are over 200 bytes wide. Nothing else reads this
 //! store but [`AddressCache::get`], by namespace and name, and no controller is built on it, so
-//! it keys by a name under a shared namespace instead: about half a kilobyte less per address.
+//! it files records in a [`Keyed`] table instead: the namespace shared, the name kept once, and
+//! a four-byte slot in the lookup table.
 //! And it keeps no object either, but a compact [`Record`] of each, from which `get` makes the
 //! lean object again (see `record`): at 100,000 claims the cache is a few hundred bytes an
 //! address, where whole objects were over a kilobyte.
 
 mod record;
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::runtime::watcher::Event;
 
 use crate::api::capi::IPAddress;
+use crate::controller::keyed::{Keyed, Named};
 use crate::intern::{self, Interned};
 use crate::sync::{read, write};
 
 use record::Record;
 
-/// The records of one namespace, by name: the key is the only copy of the name.
-type Names = HashMap<Box<str>, Record>;
-type Namespaces = HashMap<Interned, Names>;
+/// One address: its namespace and name, and its record.
+struct Entry {
+    namespace: Interned,
+    name: Box<str>,
+    record: Record,
+}
+
+impl Named for Entry {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+type Entries = Keyed<Entry>;
 
 /// The reading side. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct AddressCache {
-    objects: Arc<RwLock<Namespaces>>,
+    objects: Arc<RwLock<Entries>>,
 }
 
 impl AddressCache {
@@ -39,12 +55,12 @@ impl AddressCache {
         (cache.clone(), AddressCacheWriter { cache, listing: None })
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, Namespaces> {
-        // Every write leaves the maps whole: a panic cannot leave one half-updated.
+    fn read(&self) -> RwLockReadGuard<'_, Entries> {
+        // Every write leaves the table whole: a panic cannot leave it half-updated.
         read(&self.objects)
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Namespaces> {
+    fn write(&self) -> RwLockWriteGuard<'_, Entries> {
         write(&self.objects)
     }
 
@@ -52,19 +68,19 @@ impl AddressCache {
     /// drops), made afresh from its record.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<IPAddress>> {
         let objects = self.read();
-        let (name, record) = objects.get(namespace)?.get_key_value(name)?;
-        Some(Arc::new(record.materialise(namespace, name)))
+        let entry = objects.get(objects.find(namespace, name)?)?;
+        Some(Arc::new(entry.record.materialise(namespace, name)))
     }
 
     /// How many objects it holds.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.read().values().map(HashMap::len).sum()
+        self.read().len()
     }
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.read().is_empty()
     }
 }
 
@@ -73,7 +89,7 @@ impl AddressCache {
 /// down are gone and readers never see half a listing.
 pub struct AddressCacheWriter {
     cache: AddressCache,
-    listing: Option<Namespaces>,
+    listing: Option<Entries>,
 }
 
 impl AddressCacheWriter {
@@ -81,7 +97,7 @@ impl AddressCacheWriter {
         match event {
             Event::Apply(address) => insert(&mut self.cache.write(), address),
             Event::Delete(address) => remove(&mut self.cache.write(), address),
-            Event::Init => self.listing = Some(Namespaces::new()),
+            Event::Init => self.listing = Some(Entries::default()),
             Event::InitApply(address) => match self.listing.as_mut() {
                 Some(listing) => insert(listing, address),
                 None => insert(&mut self.cache.write(), address),
@@ -99,34 +115,22 @@ impl AddressCacheWriter {
     }
 }
 
-fn insert(objects: &mut Namespaces, address: &IPAddress) {
+fn insert(objects: &mut Entries, address: &IPAddress) {
     let (Some(namespace), Some(name)) = (address.metadata.namespace.as_deref(), address.metadata.name.as_deref())
     else {
         return;
-    };
-    let names = match objects.get_mut(namespace) {
-        Some(names) => names,
-        None => objects.entry(Interned::new(namespace)).or_default(),
     };
     let record = Record::of(address, name);
-    match names.get_mut(name) {
-        Some(kept) => *kept = record,
-        None => {
-            names.insert(name.into(), record);
-        }
-    }
+    objects.upsert(Entry { namespace: Interned::new(namespace), name: name.into(), record });
 }
 
-fn remove(objects: &mut Namespaces, address: &IPAddress) {
+fn remove(objects: &mut Entries, address: &IPAddress) {
     let (Some(namespace), Some(name)) = (address.metadata.namespace.as_deref(), address.metadata.name.as_deref())
     else {
         return;
     };
-    if let Some(names) = objects.get_mut(namespace) {
-        names.remove(name);
-        if names.is_empty() {
-            objects.remove(namespace);
-        }
+    if let Some(id) = objects.find(namespace, name) {
+        objects.remove(id);
     }
 }
 

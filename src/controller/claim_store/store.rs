@@ -1,30 +1,27 @@
 //! The claims as the watch last saw them: compact records under dense ids, found by namespace
 //! and name through a table that holds only the id (the key lives once, in the record).
 
-use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use hashbrown::HashTable;
 use kube::runtime::watcher::Event;
 
 use super::bits::Bits;
 use super::record::ClaimRecord;
 use crate::api::capi::IPAddressClaim;
+use crate::controller::keyed::{Keyed, Named};
 use crate::sync::{read, write};
 
 /// The reading side, cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct ClaimStore {
     claims: Arc<RwLock<Claims>>,
     listed: Arc<AtomicBool>,
 }
 
+#[derive(Default)]
 struct Claims {
-    records: Vec<Option<ClaimRecord>>,
-    free: Vec<u32>,
-    ids: HashTable<u32>,
-    hasher: RandomState,
+    records: Keyed<ClaimRecord>,
     /// The ids seen by the listing in progress: the others are dropped at its end.
     listing: Option<Bits>,
 }
@@ -41,70 +38,13 @@ pub enum Change {
     Nothing,
 }
 
-impl Claims {
-    fn hash(&self, namespace: &str, name: &str) -> u64 {
-        self.hasher.hash_one((namespace, name))
+impl Named for ClaimRecord {
+    fn namespace(&self) -> &str {
+        &self.namespace
     }
 
-    fn find(&self, namespace: &str, name: &str) -> Option<u32> {
-        let hash = self.hash(namespace, name);
-        let records = &self.records;
-        self.ids.find(hash, |&id| is(records, id, namespace, name)).copied()
-    }
-
-    fn upsert(&mut self, claim: &IPAddressClaim) -> u32 {
-        let record = ClaimRecord::new(claim);
-        if let Some(id) = self.find(&record.namespace, &record.name) {
-            self.records[id as usize] = Some(record);
-            return id;
-        }
-        let hash = self.hash(&record.namespace, &record.name);
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.records[id as usize] = Some(record);
-                id
-            }
-            None => {
-                self.records.push(Some(record));
-                u32::try_from(self.records.len() - 1).expect("fewer than 2^32 claims")
-            }
-        };
-        let (records, hasher) = (&self.records, &self.hasher);
-        self.ids.insert_unique(hash, id, |&id| rehash(records, hasher, id));
-        id
-    }
-
-    fn remove(&mut self, id: u32) {
-        let Some(record) = self.records.get_mut(id as usize).and_then(Option::take) else { return };
-        let hash = self.hash(&record.namespace, &record.name);
-        if let Ok(entry) = self.ids.find_entry(hash, |&other| other == id) {
-            entry.remove();
-        }
-        self.free.push(id);
-    }
-}
-
-fn is(records: &[Option<ClaimRecord>], id: u32, namespace: &str, name: &str) -> bool {
-    records[id as usize].as_ref().is_some_and(|r| r.namespace.as_str() == namespace && &*r.name == name)
-}
-
-fn rehash(records: &[Option<ClaimRecord>], hasher: &RandomState, id: u32) -> u64 {
-    let record = records[id as usize].as_ref().expect("every id in the table has a record");
-    hasher.hash_one((&*record.namespace, &*record.name))
-}
-
-impl Default for ClaimStore {
-    fn default() -> ClaimStore {
-        ClaimStore {
-            claims: Arc::new(RwLock::new(Claims {
-                records: Vec::new(),
-                free: Vec::new(),
-                ids: HashTable::new(),
-                hasher: RandomState::new(),
-                listing: None,
-            })),
-            listed: Arc::default(),
-        }
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -115,13 +55,14 @@ impl ClaimStore {
     pub fn apply(&self, event: &Event<IPAddressClaim>) -> Change {
         let mut claims = write(&self.claims);
         match event {
-            Event::Apply(claim) => Change::Applied(claims.upsert(claim)),
+            Event::Apply(claim) => Change::Applied(claims.records.upsert(ClaimRecord::new(claim))),
             Event::Delete(claim) => {
                 let meta = &claim.metadata;
                 let found = claims
+                    .records
                     .find(meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default());
                 found.map_or(Change::Nothing, |id| {
-                    claims.remove(id);
+                    claims.records.remove(id);
                     Change::Deleted(id)
                 })
             }
@@ -130,7 +71,7 @@ impl ClaimStore {
                 Change::Nothing
             }
             Event::InitApply(claim) => {
-                let id = claims.upsert(claim);
+                let id = claims.records.upsert(ClaimRecord::new(claim));
                 if let Some(seen) = claims.listing.as_mut() {
                     seen.insert(id);
                 }
@@ -138,12 +79,9 @@ impl ClaimStore {
             }
             Event::InitDone => {
                 let seen = claims.listing.take().unwrap_or_default();
-                let gone: Vec<u32> = (0..claims.records.len())
-                    .filter_map(|at| u32::try_from(at).ok())
-                    .filter(|&id| claims.records[id as usize].is_some() && !seen.contains(id))
-                    .collect();
+                let gone: Vec<u32> = claims.records.ids().filter(|&id| !seen.contains(id)).collect();
                 for &id in &gone {
-                    claims.remove(id);
+                    claims.records.remove(id);
                 }
                 drop(claims);
                 self.listed.store(true, Ordering::Release);
@@ -160,40 +98,34 @@ impl ClaimStore {
 
     /// The id of the claim of this namespace and name.
     pub fn id_of(&self, namespace: &str, name: &str) -> Option<u32> {
-        read(&self.claims).find(namespace, name)
+        read(&self.claims).records.find(namespace, name)
     }
 
     /// The claim of this id, as the typed object the claim path reads.
     pub fn object(&self, id: u32) -> Option<Arc<IPAddressClaim>> {
-        let claims = read(&self.claims);
-        claims.records.get(id as usize)?.as_ref().map(|r| Arc::new(r.object()))
+        read(&self.claims).records.get(id).map(|r| Arc::new(r.object()))
     }
 
     /// The claim of this namespace and name.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<IPAddressClaim>> {
         let claims = read(&self.claims);
-        let id = claims.find(namespace, name)?;
-        claims.records[id as usize].as_ref().map(|r| Arc::new(r.object()))
+        claims.records.get(claims.records.find(namespace, name)?).map(|r| Arc::new(r.object()))
     }
 
     /// A fact of the record of this id, without making the object.
     #[cfg(test)]
     pub fn with<T>(&self, id: u32, fact: impl FnOnce(&ClaimRecord) -> T) -> Option<T> {
-        read(&self.claims).records.get(id as usize)?.as_ref().map(fact)
+        read(&self.claims).records.get(id).map(fact)
     }
 
     /// Every id held now.
     pub fn ids(&self) -> Vec<u32> {
-        let claims = read(&self.claims);
-        (0..claims.records.len())
-            .filter_map(|at| u32::try_from(at).ok())
-            .filter(|&id| claims.records[id as usize].is_some())
-            .collect()
+        read(&self.claims).records.ids().collect()
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        read(&self.claims).ids.len()
+        read(&self.claims).records.len()
     }
 }
 
