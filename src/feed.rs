@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
@@ -73,7 +74,9 @@ impl<K: Clone + Eq + Hash> Listings<K> {
 /// Feeds `IPAddress` watch events into the index.
 pub struct AddressFeed {
     index: Index,
-    known: HashMap<HolderKey, PoolKey>,
+    /// The pool each address is in. Many addresses share a pool: they share its key too.
+    known: HashMap<HolderKey, Arc<PoolKey>>,
+    pools: HashSet<Arc<PoolKey>>,
     listings: Listings<HolderKey>,
     /// The watch failed since the last complete listing.
     stale: bool,
@@ -82,7 +85,13 @@ pub struct AddressFeed {
 impl AddressFeed {
     /// `on_listed` runs once, after the first complete listing.
     pub fn new(index: Index, on_listed: impl FnOnce() + Send + 'static) -> Self {
-        AddressFeed { index, known: HashMap::new(), listings: Listings::new(on_listed), stale: false }
+        AddressFeed {
+            index,
+            known: HashMap::new(),
+            pools: HashSet::new(),
+            listings: Listings::new(on_listed),
+            stale: false,
+        }
     }
 
     pub fn apply(&mut self, event: &Event<IPAddress>) {
@@ -128,7 +137,7 @@ impl AddressFeed {
         if ip.is_none() {
             warn!(address = %holder, value = %address.spec.address, "IPAddress records something that is not an IP address; ignoring it");
         }
-        let before = self.known.get(&holder).cloned();
+        let before = self.known.get(&holder).map(|p| PoolKey::clone(p));
         let known = wake::Known {
             object: before.as_ref().and_then(|p| self.index.object_hold(p, &holder)),
             claim: self.index.claim_hold(&pool, &holder),
@@ -143,11 +152,30 @@ impl AddressFeed {
         if wake::wakes_claim(address, &pool, ip, &known) {
             self.index.trigger(Trigger::Claim(holder.clone()));
         }
-        self.known.insert(holder, pool);
+        let shared = match self.pools.get(&pool) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared = Arc::new(pool);
+                self.pools.insert(shared.clone());
+                shared
+            }
+        };
+        if let Some(old) = self.known.insert(holder, shared) {
+            self.release(&old);
+        }
+    }
+
+    /// Forgets the key of a pool the feed no longer knows any address in.
+    fn release(&mut self, pool: &Arc<PoolKey>) {
+        // One count is the caller's, one is `pools`'.
+        if Arc::strong_count(pool) == 2 {
+            self.pools.remove(pool);
+        }
     }
 
     fn forget(&mut self, holder: &HolderKey) {
         if let Some(pool) = self.known.remove(holder) {
+            self.release(&pool);
             self.index.set_hold(&pool, holder, HoldKind::Object, None);
             self.index.trigger(Trigger::Claim(holder.clone()));
         }

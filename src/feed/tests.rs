@@ -192,6 +192,25 @@ fn an_address_moved_to_another_pool_lets_go_of_the_old_one() {
 }
 
 #[test]
+fn addresses_of_one_pool_share_its_key_and_the_key_goes_with_the_last_of_them() {
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
+    let (_, listed) = counter();
+    let mut addresses = AddressFeed::new(index, listed);
+    addresses.apply(&Event::Apply(address("a", "p", "10.0.0.1")));
+    addresses.apply(&Event::Apply(address("b", "p", "10.0.0.2")));
+    let (a, b) = (HolderKey::new("ns", "a"), HolderKey::new("ns", "b"));
+    assert!(Arc::ptr_eq(&addresses.known[&a], &addresses.known[&b]), "one key for the pool");
+    assert_eq!(addresses.pools.len(), 1);
+    addresses.apply(&Event::Apply(address("b", "q", "10.0.0.2")));
+    assert_eq!(addresses.pools.len(), 2, "b moved to q");
+    addresses.apply(&Event::Delete(address("a", "p", "10.0.0.1")));
+    assert_eq!(*addresses.known[&b], PoolKey::in_cluster("ns", "q"));
+    assert_eq!(addresses.pools.len(), 1, "p has no address left");
+    addresses.apply(&Event::Delete(address("b", "q", "10.0.0.2")));
+    assert!(addresses.pools.is_empty() && addresses.known.is_empty());
+}
+
+#[test]
 fn after_a_watch_failure_nothing_is_allocated_until_the_addresses_are_listed_again() {
     let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
