@@ -1,7 +1,11 @@
 //! Compact forms of the text every object carries, shared by the claim store's and the
 //! `IPAddress` cache's records: a uid as its 16 bytes and a `resourceVersion` as its number when
 //! the text is their canonical spelling, else the text as it came, so that each is written back
-//! exactly as it was read.
+//! exactly as it was read; metadata times as their seconds.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::fmt::strtime;
 
 /// Text kept as it was served, where it has no exact compact form. Seldom seen, so held
 /// behind one thin pointer rather than a wide one: it costs the record 8 bytes, not 16.
@@ -77,6 +81,89 @@ impl Version {
         match self {
             Version::Number(number) => number.to_string(),
             Version::Verbatim(text) => text.as_str().to_owned(),
+        }
+    }
+}
+
+/// A metadata time (`creationTimestamp`, `deletionTimestamp`) as whole seconds since the epoch,
+/// or none. The API serves these times to the second and [`Time`] writes them to the second, so
+/// the seconds are all there is to keep: 8 bytes where an `Option<Time>` takes 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp(i64);
+
+impl Stamp {
+    /// No time: outside the range of any [`Timestamp`], so no time is mistaken for it.
+    const NONE: i64 = i64::MIN;
+
+    pub fn new(time: Option<&Time>) -> Stamp {
+        Stamp(time.map_or(Stamp::NONE, |time| time.0.as_second()))
+    }
+
+    pub fn time(self) -> Option<Time> {
+        (self.0 != Stamp::NONE).then(|| Timestamp::from_second(self.0).ok().map(Time)).flatten()
+    }
+}
+
+/// A time held as text in an object (a condition's `lastTransitionTime`): its seconds when the
+/// text is the API's own spelling of them (`2026-01-02T03:04:05Z`), else the text as it came.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimeText {
+    At(Stamp),
+    Verbatim(Verbatim),
+}
+
+/// How the API spells a time to the second.
+const SECONDS: &str = "%Y-%m-%dT%H:%M:%SZ";
+
+impl TimeText {
+    pub fn new(text: &str) -> TimeText {
+        let seconds =
+            text.parse::<Timestamp>().ok().filter(|at| strtime::format(SECONDS, *at).ok().as_deref() == Some(text));
+        match seconds {
+            Some(at) => TimeText::At(Stamp(at.as_second())),
+            None => TimeText::Verbatim(Verbatim::new(text)),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        let at = match self {
+            TimeText::At(stamp) => stamp.time(),
+            TimeText::Verbatim(text) => return text.as_str().to_owned(),
+        };
+        // A stamp is only made from a time that was just formatted with `SECONDS`.
+        at.and_then(|at| strtime::format(SECONDS, at.0).ok()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_gives_back_the_time_it_was_made_from_and_none_stays_none() {
+        let times = ["2026-01-02T03:04:05Z", "1970-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "2999-12-31T23:59:59Z"];
+        for text in times {
+            let time = Time(text.parse().expect("a time"));
+            assert_eq!(Stamp::new(Some(&time)).time(), Some(time), "{text}");
+        }
+        assert_eq!(Stamp::new(None).time(), None);
+        assert_eq!(size_of::<Stamp>(), 8);
+    }
+
+    #[test]
+    fn a_time_text_is_kept_as_seconds_only_when_it_spells_them_the_apis_way() {
+        for (text, compact) in [
+            ("2026-01-02T03:04:05Z", true),
+            ("1970-01-01T00:00:00Z", true),
+            ("2026-01-02T03:04:05.5Z", false),
+            ("2026-01-02T03:04:05+00:00", false),
+            ("2026-01-02t03:04:05z", false),
+            ("yesterday", false),
+            ("", false),
+        ] {
+            let kept = TimeText::new(text);
+            assert_eq!(matches!(kept, TimeText::At(_)), compact, "{text}");
+            assert_eq!(kept.text(), text);
         }
     }
 }

@@ -23,10 +23,10 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::api::capi::{AddressSpec, IPAddress, LocalReference, PoolReference};
-use crate::controller::compact::{Uid, Verbatim, Version};
+use crate::controller::compact::{Stamp, Uid, Verbatim, Version};
 use crate::intern::Interned;
 
 /// `spec.address` or `spec.gateway`: the address when the text is its canonical spelling
@@ -108,9 +108,8 @@ pub(super) struct Record {
     uid: Option<Uid>,
     resource_version: Option<Version>,
     generation: Option<i64>,
-    created: Option<Time>,
-    /// Set on the few addresses being deleted at any time: boxed, it costs the others 8 bytes.
-    deleted: Option<Box<Time>>,
+    created: Stamp,
+    deleted: Stamp,
     owners: Option<Box<[Owner]>>,
     labels: Option<Pairs>,
     annotations: Option<Pairs>,
@@ -130,8 +129,8 @@ impl Record {
             uid: meta.uid.as_deref().map(Uid::new),
             resource_version: meta.resource_version.as_deref().map(Version::new),
             generation: meta.generation,
-            created: meta.creation_timestamp.clone(),
-            deleted: meta.deletion_timestamp.clone().map(Box::new),
+            created: Stamp::new(meta.creation_timestamp.as_ref()),
+            deleted: Stamp::new(meta.deletion_timestamp.as_ref()),
             owners: meta.owner_references.as_deref().map(|owners| owners.iter().map(|o| Owner::of(o, name)).collect()),
             labels: meta.labels.as_ref().map(pairs),
             annotations: meta.annotations.as_ref().map(pairs),
@@ -156,8 +155,8 @@ impl Record {
             uid: self.uid.as_ref().map(Uid::text),
             resource_version: self.resource_version.as_ref().map(Version::text),
             generation: self.generation,
-            creation_timestamp: self.created.clone(),
-            deletion_timestamp: self.deleted.as_deref().cloned(),
+            creation_timestamp: self.created.time(),
+            deletion_timestamp: self.deleted.time(),
             owner_references: self.owners.as_deref().map(|owners| owners.iter().map(|o| o.reference(name)).collect()),
             labels: self.labels.as_deref().map(map),
             annotations: self.annotations.as_deref().map(map),

@@ -10,14 +10,14 @@
 //!
 //! Strings many claims share (namespace, pool, kinds, finalizers, label keys, condition types
 //! and reasons) are [`Interned`]; a uid is kept as 16 bytes and a `resourceVersion` as a number
-//! when they round-trip exactly, else as their text.
+//! when they round-trip exactly, else as their text; times as their seconds.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::api::capi::{ClaimSpec, ClaimStatus, Condition, IPAddressClaim, LocalReference, PoolReference};
-use crate::controller::compact::{Uid, Version};
+use crate::controller::compact::{Stamp, TimeText, Uid, Version};
 use crate::intern::Interned;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ struct ConditionRecord {
     severity: Option<Interned>,
     reason: Option<Interned>,
     message: Option<Box<str>>,
-    last_transition_time: Option<Box<str>>,
+    last_transition_time: Option<TimeText>,
     observed_generation: Option<i64>,
 }
 
@@ -63,8 +63,8 @@ pub struct ClaimRecord {
     uid: Option<Uid>,
     version: Option<Version>,
     generation: Option<i64>,
-    created: Option<Time>,
-    deleted: Option<Time>,
+    created: Stamp,
+    deleted: Stamp,
     labels: Box<[(Interned, Box<str>)]>,
     annotations: Box<[(Interned, Box<str>)]>,
     finalizers: Box<[Interned]>,
@@ -95,8 +95,8 @@ impl ClaimRecord {
             uid: meta.uid.as_deref().map(Uid::new),
             version: meta.resource_version.as_deref().map(Version::new),
             generation: meta.generation,
-            created: meta.creation_timestamp.clone(),
-            deleted: meta.deletion_timestamp.clone(),
+            created: Stamp::new(meta.creation_timestamp.as_ref()),
+            deleted: Stamp::new(meta.deletion_timestamp.as_ref()),
             labels: pairs(meta.labels.as_ref()),
             annotations: pairs(meta.annotations.as_ref()),
             finalizers: meta.finalizers.iter().flatten().map(|f| Interned::new(f)).collect(),
@@ -129,8 +129,8 @@ impl ClaimRecord {
             uid: self.uid.as_ref().map(Uid::text),
             resource_version: self.version.as_ref().map(Version::text),
             generation: self.generation,
-            creation_timestamp: self.created.clone(),
-            deletion_timestamp: self.deleted.clone(),
+            creation_timestamp: self.created.time(),
+            deletion_timestamp: self.deleted.time(),
             labels: map(&self.labels),
             annotations: map(&self.annotations),
             finalizers: (!self.finalizers.is_empty()).then(|| self.finalizers.iter().map(|f| f.to_string()).collect()),
@@ -185,7 +185,7 @@ fn status_record(name: &str, status: &ClaimStatus) -> StatusRecord {
                 severity: c.severity.as_deref().map(Interned::new),
                 reason: c.reason.as_deref().map(Interned::new),
                 message: c.message.as_deref().map(Into::into),
-                last_transition_time: c.last_transition_time.as_deref().map(Into::into),
+                last_transition_time: c.last_transition_time.as_deref().map(TimeText::new),
                 observed_generation: c.observed_generation,
             })
             .collect(),
@@ -199,7 +199,7 @@ fn condition(c: &ConditionRecord) -> Condition {
         severity: c.severity.as_ref().map(|s| s.to_string()),
         reason: c.reason.as_ref().map(|s| s.to_string()),
         message: c.message.as_ref().map(|s| s.to_string()),
-        last_transition_time: c.last_transition_time.as_ref().map(|s| s.to_string()),
+        last_transition_time: c.last_transition_time.as_ref().map(TimeText::text),
         observed_generation: c.observed_generation,
     }
 }
