@@ -1,8 +1,9 @@
 //! Liveness and readiness.
 //!
 //! - `/readyz` answers 200 once this replica is useful: a leader whose index is complete and
-//!   whose claim listing is reviewed (see `controller::wiring`), or a replica standing by for
-//!   the lease (after discovery has answered), unless the install is misconfigured (see
+//!   whose claim listing is reviewed (see `controller::wiring`), or a replica standing by
+//!   while another holds the lease (after discovery has answered, and after its first attempt
+//!   at the lease found it held: until then it may be about to lead), unless the install is misconfigured (see
 //!   [`crate::misconfig`]): then 503, with the problems in the body.
 //! - `/healthz` answers 500 when a part of the process has been stuck longer than a bound, so
 //!   that the kubelet restarts it: the lease loop finished no attempt for that long, or a watch

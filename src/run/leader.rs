@@ -53,6 +53,10 @@ pub struct LeaseSettings {
 /// Where this replica stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leadership {
+    /// No attempt has settled yet whether the lease is free: not ready, since this replica may
+    /// be about to lead (and serve only once its index is built).
+    Starting,
+    /// Another replica holds the lease.
     Standby,
     /// Leading term N: writes pass the fence.
     Leading(u64),
@@ -87,7 +91,7 @@ pub fn campaign(
     health: Health,
     misconfig: Misconfig,
 ) -> Campaign {
-    let (tx, leading) = watch::channel(Leadership::Standby);
+    let (tx, leading) = watch::channel(Leadership::Starting);
     let stop = CancellationToken::new();
     let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
     info!(lease = %format!("{}/{}", settings.namespace, settings.name), identity = %settings.identity, "competing for leadership");
@@ -144,7 +148,7 @@ impl Elector {
 
     /// Whether this replica holds, or held until its deadline, the lease.
     fn leads(&self) -> bool {
-        self.state() != Leadership::Standby
+        matches!(self.state(), Leadership::Leading(_) | Leadership::Suspended(_))
     }
 
     async fn run(mut self, stop: CancellationToken) {
@@ -173,6 +177,8 @@ impl Elector {
                     if self.leads() {
                         self.step_down(&format!("the lease is now held by {}", verdict.holder()));
                         deadline = None;
+                    } else if self.state() == Leadership::Starting {
+                        self.tx.send_replace(Leadership::Standby);
                     }
                 }
                 Ok(Ok(Attempt::Reread)) => {
@@ -367,3 +373,7 @@ impl Elector {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;

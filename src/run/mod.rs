@@ -196,8 +196,6 @@ async fn lead(
     let (client, settings) = (controllers.client.clone(), &controllers.settings);
     let mut marker = PoolMarker::new(client, settings.namespace.clone(), settings.instance.clone());
     loop {
-        // Standing by is a healthy, ready state.
-        health.set_ready(true);
         let Some(term) = stand_by(controllers, &mut signals, &mut marker, &shutdown).await? else {
             return Ok(());
         };
@@ -245,6 +243,10 @@ async fn stand_by(
             (_, Others::Absent) => marker.reset(),
             _ => {}
         }
+        // Standing by is a healthy, ready state, once the lease is known to be another's (or
+        // another provider keeps this replica from serving); a replica whose first attempt at
+        // the lease has not settled may be about to lead, and is ready only once it serves.
+        controllers.health.set_ready(leading != Leadership::Starting);
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(None),
             changed = signals.leading.changed() => changed.context("the leader election stopped")?,
