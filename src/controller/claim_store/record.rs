@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use smallvec::SmallVec;
 
 use crate::api::capi::{ClaimSpec, ClaimStatus, Condition, IPAddressClaim, LocalReference, PoolReference};
 use crate::controller::compact::{Stamp, TimeText, Uid, Version};
@@ -52,7 +53,8 @@ enum AddressRef {
 #[derive(Clone, Debug, PartialEq)]
 struct StatusRecord {
     address_ref: AddressRef,
-    conditions: Box<[ConditionRecord]>,
+    /// Most claims have the one `Ready` condition: kept in the status's own allocation.
+    conditions: SmallVec<[ConditionRecord; 1]>,
 }
 
 /// One claim, compact. See the module doc for what is kept.
@@ -67,7 +69,8 @@ pub struct ClaimRecord {
     deleted: Stamp,
     labels: Box<[(Interned, Box<str>)]>,
     annotations: Box<[(Interned, Box<str>)]>,
-    finalizers: Box<[Interned]>,
+    /// Most claims have the one finalizer: kept in the record, not in an allocation of its own.
+    finalizers: SmallVec<[Interned; 1]>,
     owners: Box<[Owner]>,
     pool_group: Option<Interned>,
     pool_kind: Interned,
@@ -269,5 +272,21 @@ mod tests {
         assert_eq!(Version::new("7"), Version::Number(7));
         assert_eq!(Version::new("007").text(), "007");
         assert_eq!(Version::new("18446744073709551616").text(), "18446744073709551616");
+    }
+
+    /// What a claim costs the store beyond its strings: the record in its chunk, and the one
+    /// allocation of its status (the `Ready` condition inside it). The bound catches a record
+    /// that grows.
+    #[test]
+    fn a_record_stays_small() {
+        let sizes = [
+            ("ClaimRecord", size_of::<ClaimRecord>()),
+            ("StatusRecord", size_of::<StatusRecord>()),
+            ("ConditionRecord", size_of::<ConditionRecord>()),
+            ("finalizers", size_of::<SmallVec<[Interned; 1]>>()),
+        ];
+        println!("{sizes:?}");
+        assert!(size_of::<ClaimRecord>() <= 208, "the record grew: {sizes:?}");
+        assert!(size_of::<StatusRecord>() <= 128, "the status grew: {sizes:?}");
     }
 }
