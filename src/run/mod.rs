@@ -229,6 +229,7 @@ async fn stand_by(
         let leading = *signals.leading.borrow_and_update();
         let others = signals.other_active.borrow_and_update().clone();
         let mut marking = false;
+        let standing_by = ready_standing_by(leading, &others);
         match (leading, others) {
             (Leadership::Leading(term), Others::Absent) => {
                 marker.reset();
@@ -243,10 +244,7 @@ async fn stand_by(
             (_, Others::Absent) => marker.reset(),
             _ => {}
         }
-        // Standing by is a healthy, ready state, once the lease is known to be another's (or
-        // another provider keeps this replica from serving); a replica whose first attempt at
-        // the lease has not settled may be about to lead, and is ready only once it serves.
-        controllers.health.set_ready(leading != Leadership::Starting);
+        controllers.health.set_ready(standing_by);
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(None),
             changed = signals.leading.changed() => changed.context("the leader election stopped")?,
@@ -254,6 +252,14 @@ async fn stand_by(
             _ = tokio::time::sleep(MARK_POOLS_EVERY), if marking => {}
         }
     }
+}
+
+/// Whether a replica that does not serve is ready. Standing by is a healthy, ready state once
+/// the lease is known to be another's, or another provider keeps this replica from serving. A
+/// replica that may be about to serve (its first attempt at the lease unsettled, or the lease
+/// its own while the other providers' Leases are unread) is ready only once it serves.
+fn ready_standing_by(leading: Leadership, others: &Others) -> bool {
+    matches!(leading, Leadership::Standby | Leadership::Suspended(_)) || matches!(others, Others::Active { .. })
 }
 
 /// Runs the controllers for `term` until they return or the term is lost.
@@ -282,6 +288,29 @@ async fn serve(
                     _ => return Ok(TermEnd::Lost),
                 };
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_that_may_be_about_to_serve_is_not_ready_while_standing_by() {
+        let active = Others::Active { lease: "Lease ns/other".to_owned(), holder: "them".to_owned() };
+        for (leading, others, ready) in [
+            (Leadership::Starting, Others::Unread, false),
+            (Leadership::Starting, Others::Absent, false),
+            (Leadership::Leading(1), Others::Unread, false),
+            (Leadership::Leading(1), Others::Absent, false),
+            (Leadership::Standby, Others::Unread, true),
+            (Leadership::Standby, Others::Absent, true),
+            (Leadership::Suspended(1), Others::Absent, true),
+            (Leadership::Starting, active.clone(), true),
+            (Leadership::Leading(1), active, true),
+        ] {
+            assert_eq!(ready_standing_by(leading, &others), ready, "{leading:?} with {others:?}");
         }
     }
 }
