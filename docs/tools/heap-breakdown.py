@@ -6,43 +6,45 @@ Usage:
         --print-leaks 0 --print-flamegraph STACKS --flamegraph-cost-type peak
     python3 docs/tools/heap-breakdown.py STACKS CLAIMS
 
-STACKS holds one line per allocation stack, `frame;frame;... bytes`, the bytes it held at the
-moment of the heap's peak. Each stack goes to the first group whose frames match, in the order
-below; the table gives megabytes and bytes per claim (CLAIMS: claims in the cluster).
+STACKS holds one line per allocation stack, `frame;frame;... bytes` (root first), the bytes it
+held at the moment of the heap's peak. heaptrack names a frame `function (file.rs)` without its
+module, and lists inlined frames out of order, so each stack goes to the group of the first
+marker below (a file, or a file and function) that one of its last 30 frames matches; the
+table gives megabytes and bytes per claim
+(CLAIMS: claims in the cluster). The markers follow the code as of issue 24's claim store; the
+tables of issue 15 in docs/perf-notes.md were made by this script as it was at commit 8dfb102.
 """
 
 import collections
 import re
 import sys
 
-# (group, test on the frames of one stack joined by ';', test on the frames after the store's
-# apply_watcher_event when the group is one of the reflector store's)
-GROUPS = [
-    ("IPAddress cache (objects, keys, tables)", lambda s: "address_cache" in s or "AddressCacheWriter" in s),
-    ("reflector stores", lambda s: "apply_watcher_event" in s),
-    ("controller queues (kube's scheduler)",
-     lambda s: re.search(r"pop_queue_message_into_pending|schedule_message|debounced_scheduler", s)),
-    ("index (holds, users, registry)", lambda s: re.search(r"set_hold|add_user|upsert_pool|Registry|PoolEntry|index::", s)),
-    ("listing pages being read", lambda s: "serde" in s and "deserialize" in s.lower()),
-    ("HTTP buffers", lambda s: re.search(r"hyper|h2::|bytes_mut", s)),
+# (marker on `file:function`, group), in order: a stack where the address feed calls the index
+# is the index's.
+MARKERS = [
+    (r"^registry\.rs:", "index: registry (pools of each address)"),
+    (r"^feed\.rs:brought", "address feed: the listing's names (until it ends)"),
+    (r"^keys\.rs:", "holder keys (claim names)"),
+    (r"^entry\.rs:", "index: holds and users of each address"),
+    (r"^feed\.rs:", "address feed: each address's pool"),
+    (r"^queue\.rs:", "claim queue"),
+    (r"^(store|claims)\.rs:", "claim store (records, ids)"),
+    (r"^addresses\.rs:", "IPAddress cache (records, ids)"),
+    (r"^(dispatch|conn|decode|io|bytes_mut|collected)\.rs:", "HTTP buffers, pages being read"),
 ]
 
-STORE_PARTS = [
-    ("reflector stores: keys' strings and objects' contents", lambda t: "clone" in t or "to_vec" in t or "to_object_ref" in t),
-    ("reflector stores: hash tables", lambda t: "find_or_find_insert" in t or "reserve" in t),
-    ("reflector stores: object structs", lambda t: True),
-]
+
+def frame(text):
+    """`function (file.rs)` as `file.rs:function`."""
+    function, _, file = text.rpartition(" (")
+    return f"{file.rstrip(')')}:{function}"
 
 
 def group_of(frames):
-    joined = ";".join(frames)
-    for name, test in GROUPS:
-        if test(joined):
-            if name != "reflector stores":
-                return name
-            at = max(i for i, f in enumerate(frames) if "apply_watcher_event" in f)
-            after = " ".join(frames[at + 1 : at + 6])
-            return next(part for part, test in STORE_PARTS if test(after))
+    near = [frame(text) for text in frames[-30:]]
+    for marker, group in MARKERS:
+        if any(re.search(marker, at) for at in near):
+            return group
     return "other"
 
 
@@ -56,7 +58,7 @@ def main():
         if cost.isdigit():
             held[group_of(stack.split(";"))] += int(cost)
     total = sum(held.values())
-    print(f"| held by | MB | bytes per claim |\n|---|---:|---:|")
+    print("| held by | MB | bytes per claim |\n|---|---:|---:|")
     for name, cost in held.most_common():
         print(f"| {name} | {cost / 1e6:.1f} | {cost / claims:.0f} |")
     print(f"| **heap at its peak** | **{total / 1e6:.1f}** | **{total / claims:.0f}** |")
