@@ -361,7 +361,12 @@ async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'stat
     let message = s.wait_reason("c", "AllocationFailed", PROMPTLY).await.unwrap();
     assert!(message.contains("forbidden"), "{message}");
     assert!(s.addresses().list(&ListParams::default()).await.unwrap().items.is_empty());
-    assert!(provider.log_tail(100_000).to_lowercase().contains("forbidden"));
+    // The ERROR line may reach the log a moment after the status write the claim shows.
+    s.eventually("the provider's log names the refusal", PROMPTLY, || async {
+        provider.log_tail(100_000).to_lowercase().contains("forbidden")
+    })
+    .await
+    .unwrap();
     let refused: Vec<Request> =
         audit_log(&audited.log).into_iter().filter(|r| r.user == WITHOUT_FINALIZERS && r.code == 403).collect();
     assert!(
