@@ -126,12 +126,11 @@ impl TimeText {
     }
 
     pub fn text(&self) -> String {
-        let at = match self {
-            TimeText::At(stamp) => stamp.time(),
-            TimeText::Verbatim(text) => return text.as_str().to_owned(),
-        };
-        // A stamp is only made from a time that was just formatted with `SECONDS`.
-        at.and_then(|at| strtime::format(SECONDS, at.0).ok()).unwrap_or_default()
+        match self {
+            // A stamp is only made from a time that was just formatted with `SECONDS`.
+            TimeText::At(stamp) => stamp.time().and_then(|at| strtime::format(SECONDS, at.0).ok()).unwrap_or_default(),
+            TimeText::Verbatim(text) => text.as_str().to_owned(),
+        }
     }
 }
 

@@ -58,19 +58,22 @@ impl<R: Named> Keyed<R> {
 
     /// The id of the record of this namespace and name.
     pub fn find(&self, namespace: &str, name: &str) -> Option<u32> {
-        let hash = self.hasher.hash_one((namespace, name));
+        self.find_hashed(self.hasher.hash_one((namespace, name)), namespace, name)
+    }
+
+    fn find_hashed(&self, hash: u64, namespace: &str, name: &str) -> Option<u32> {
         self.ids.find(hash, |&id| self.get(id).is_some_and(|r| r.namespace() == namespace && r.name() == name)).copied()
     }
 
     /// Files `record`, in place of the one of its namespace and name if there is one; its id.
     pub fn upsert(&mut self, record: R) -> u32 {
-        if let Some(id) = self.find(record.namespace(), record.name()) {
+        let hash = self.hasher.hash_one((record.namespace(), record.name()));
+        if let Some(id) = self.find_hashed(hash, record.namespace(), record.name()) {
             if let Some(slot) = self.slot_mut(id) {
                 *slot = Some(record);
             }
             return id;
         }
-        let hash = self.hasher.hash_one((record.namespace(), record.name()));
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
