@@ -1,7 +1,6 @@
 //! How the index names pools and the claims/addresses that hold addresses in them.
 
 use std::fmt;
-use std::sync::Arc;
 
 use crate::intern::Interned;
 
@@ -123,17 +122,18 @@ impl fmt::Display for PoolKey {
 }
 
 /// A claim and the `IPAddress` it owns share namespace and name: this is that pair. The index
-/// keeps several copies of each (its holds, the users of its address, waits): a copy shares
-/// the namespace with every claim of it and the name with the other copies.
+/// keeps several copies of each (its holds, the users of its address, waits): both strings are
+/// [`Interned`], so a copy is two pointers, and the name is the one copy the claim store's and
+/// the `IPAddress` cache's records of the pair hold too.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HolderKey {
     pub namespace: Interned,
-    pub name: Arc<str>,
+    pub name: Interned,
 }
 
 impl HolderKey {
     pub fn new(namespace: &str, name: &str) -> Self {
-        HolderKey { namespace: Interned::new(namespace), name: Arc::from(name) }
+        HolderKey { namespace: Interned::new(namespace), name: Interned::new(name) }
     }
 }
 

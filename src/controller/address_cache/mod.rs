@@ -4,8 +4,8 @@
 //! version, kind and plural, the object's namespace, name, uid and `resourceVersion`, nine
 //! strings per object, in a table whose slots are over 200 bytes wide. Nothing else reads this
 //! store but [`AddressCache::get`], by namespace and name, and no controller is built on it, so
-//! it files records in a [`Keyed`] table instead: the namespace shared, the name kept once, and
-//! a four-byte slot in the lookup table.
+//! it files records in a [`Keyed`] table instead: the namespace and the name shared (the name
+//! with the claim of the same name), and a four-byte slot in the lookup table.
 //! And it keeps no object either, but a compact [`Record`] of each, from which `get` makes the
 //! lean object again (see `record`): at 100,000 claims the cache is a few hundred bytes an
 //! address, where whole objects were over a kilobyte.
@@ -26,7 +26,8 @@ use record::Record;
 /// One address: its namespace and name, and its record.
 struct Entry {
     namespace: Interned,
-    name: Box<str>,
+    /// Interned: the one copy the claim of the same name and the index share.
+    name: Interned,
     record: Record,
 }
 
@@ -121,7 +122,7 @@ fn insert(objects: &mut Entries, address: &IPAddress) {
         return;
     };
     let record = Record::of(address, name);
-    objects.upsert(Entry { namespace: Interned::new(namespace), name: name.into(), record });
+    objects.upsert(Entry { namespace: Interned::new(namespace), name: Interned::new(name), record });
 }
 
 fn remove(objects: &mut Entries, address: &IPAddress) {

@@ -9,7 +9,7 @@
 //! to the lean object the record was made from.
 //!
 //! Strings many claims share (namespace, pool, kinds, finalizers, label keys, condition types
-//! and reasons) are [`Interned`]; a uid is kept as 16 bytes and a `resourceVersion` as a number
+//! and reasons) are [`Interned`], and so is the name, which the claim's `IPAddress` shares; a uid is kept as 16 bytes and a `resourceVersion` as a number
 //! when they round-trip exactly, else as their text; times as their seconds.
 
 use std::collections::BTreeMap;
@@ -61,7 +61,8 @@ struct StatusRecord {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimRecord {
     pub namespace: Interned,
-    pub name: Box<str>,
+    /// Interned: the one copy the record of the claim's `IPAddress` and the index share.
+    pub name: Interned,
     uid: Option<Uid>,
     version: Option<Version>,
     generation: Option<i64>,
@@ -94,7 +95,7 @@ impl ClaimRecord {
         let name: &str = meta.name.as_deref().unwrap_or_default();
         ClaimRecord {
             namespace: Interned::new(meta.namespace.as_deref().unwrap_or_default()),
-            name: name.into(),
+            name: Interned::new(name),
             uid: meta.uid.as_deref().map(Uid::new),
             version: meta.resource_version.as_deref().map(Version::new),
             generation: meta.generation,
