@@ -115,6 +115,7 @@ lint: toolchains ## cargo fmt --check and clippy -D warnings
 .PHONY: unit
 unit: toolchains ## Unit, property and CRD tests; the e2e checker's and the benchmark's own tests (no API server)
 	$(call timed,unit and property tests,$(CARGO) test -p ferro-ipam --lib --bins --tests)
+	$(call timed,heap trim,$(CARGO) test -p heap-trim)
 	$(call timed,invariant checker and benchmark tests,$(CARGO) test -p ferro-ipam-e2e --lib --bins)
 	$(call timed,the soak's history checker and fault plan,$(CARGO) test -p ferro-ipam-e2e --test soak -- --skip a_seeded_nemesis)
 

@@ -56,6 +56,7 @@ pub(crate) mod feed;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub(crate) mod health;
+pub(crate) mod heap;
 pub mod index;
 pub mod inspect;
 pub mod intern;

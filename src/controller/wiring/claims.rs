@@ -179,6 +179,7 @@ impl Follow {
                 () = self.ctx.index.wait_ready(), if review_pending => {
                     review_pending = false;
                     self.review();
+                    crate::heap::release_after_listing();
                 }
                 Some(()) = resyncs.next() => {
                     for id in self.store.ids() {
