@@ -25,6 +25,7 @@ mod allocating;
 mod memories;
 mod reserving;
 
+use super::holdings::{Holdings, Holds};
 use super::keys::HolderKey;
 
 /// What a claim asks of a pool.
@@ -55,25 +56,6 @@ pub enum AllocError {
     /// the pool may not hand it out.
     #[error("{address} cannot be the claim's: {reason}")]
     Conflict { address: IpAddr, reason: String },
-}
-
-/// The holders of one address.
-type Users = smallvec::SmallVec<[HolderKey; 1]>;
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Holds {
-    object: Option<IpAddr>,
-    claim: Option<IpAddr>,
-}
-
-impl Holds {
-    fn uses(&self, ip: IpAddr) -> bool {
-        self.all().contains(&Some(ip))
-    }
-
-    fn all(&self) -> [Option<IpAddr>; 2] {
-        [self.object, self.claim]
-    }
 }
 
 /// Which of a holder's holds a change is about.
@@ -126,9 +108,8 @@ pub struct PoolEntry {
     key: Arc<PoolKey>,
     registry: Arc<Registry>,
     state: PoolState,
-    holds: HashMap<HolderKey, Holds>,
-    /// Who holds each address: one holder but in a conflict, so kept inline, without an allocation.
-    users: HashMap<IpAddr, Users>,
+    /// Each holder's holds, and who holds each address.
+    holdings: Holdings,
     waiting: BTreeSet<HolderKey>,
     /// The address each recently released claim had, and until when it is remembered. A
     /// memory reserves nothing: the address is free for anyone, and a claim of the same name
@@ -148,8 +129,7 @@ impl PoolEntry {
             registry,
             foreign: BTreeSet::new(),
             state: PoolState::Missing,
-            holds: HashMap::new(),
-            users: HashMap::new(),
+            holdings: Holdings::default(),
             waiting: BTreeSet::new(),
             remembered: HashMap::new(),
             woken: BTreeSet::new(),
@@ -240,7 +220,7 @@ impl PoolEntry {
     fn carry_holds_over(&mut self) -> Vec<IpAddr> {
         self.foreign.clear();
         let mut outside = Vec::new();
-        let users: Vec<IpAddr> = self.users.keys().copied().collect();
+        let users = self.holdings.addresses();
         if let Some(pools) = self.allocators_mut() {
             for ip in users {
                 match pools.iter_mut().find(|p| p.family() == Family::of(ip)) {
@@ -259,8 +239,8 @@ impl PoolEntry {
 
     /// Records or drops one hold of a holder. Returns true when an address became free.
     pub fn set_hold(&mut self, holder: &HolderKey, kind: HoldKind, ip: Option<IpAddr>) -> bool {
-        let mut holds = self.holds.get(holder).copied().unwrap_or_default();
-        let before = holds;
+        let before = self.holdings.get(holder);
+        let mut holds = before;
         match kind {
             HoldKind::Object => holds.object = ip,
             HoldKind::Claim => holds.claim = ip,
@@ -268,20 +248,16 @@ impl PoolEntry {
         if holds == before {
             return false;
         }
-        if holds == Holds::default() {
-            self.holds.remove(holder);
-        } else {
-            self.holds.insert(holder.clone(), holds);
-        }
+        self.holdings.set(holder, holds);
         let mut freed = false;
-        for old in before.all().into_iter().flatten() {
-            if before.uses(old) && !holds.uses(old) {
-                freed |= self.drop_user(old, holder);
+        for old in before.addresses() {
+            if !holds.uses(old) {
+                freed |= self.dropped_user(old);
             }
         }
-        for new in holds.all().into_iter().flatten() {
-            if holds.uses(new) && !before.uses(new) {
-                self.add_user(new, holder);
+        for new in holds.addresses() {
+            if !before.uses(new) {
+                self.added_user(new);
             }
         }
         freed
@@ -291,17 +267,14 @@ impl PoolEntry {
         self.allocators_mut()?.iter_mut().find(|p| p.family() == Family::of(ip))
     }
 
-    fn add_user(&mut self, ip: IpAddr, holder: &HolderKey) {
-        let users = self.users.entry(ip).or_default();
-        if users.contains(holder) {
-            return;
-        }
-        users.push(holder.clone());
-        if users.len() > 1 {
+    /// A holder has begun to hold `ip` (the holdings say so already).
+    fn added_user(&mut self, ip: IpAddr) {
+        let users = self.holdings.users_of(ip);
+        if users > 1 {
             // A conflict began: every holder's claim is to report it.
-            self.woken.extend(users.iter().cloned());
+            self.woken.extend(self.holdings.users(ip).cloned());
         }
-        if users.len() == 1 {
+        if users == 1 {
             self.registry.add(ip, &self.key);
             // Held here now: no longer merely skipped for an overlapping pool.
             if !self.foreign.remove(&ip)
@@ -312,17 +285,13 @@ impl PoolEntry {
         }
     }
 
-    fn drop_user(&mut self, ip: IpAddr, holder: &HolderKey) -> bool {
-        let Some(users) = self.users.get_mut(&ip) else {
-            return false;
-        };
-        users.retain(|h| h != holder);
-        if !users.is_empty() {
+    /// A holder has let go of `ip` (the holdings say so already). Returns true when it became free.
+    fn dropped_user(&mut self, ip: IpAddr) -> bool {
+        if self.holdings.users_of(ip) > 0 {
             // A conflict may have ended: the holders left look again.
-            self.woken.extend(users.iter().cloned());
+            self.woken.extend(self.holdings.users(ip).cloned());
             return false;
         }
-        self.users.remove(&ip);
         self.registry.remove(ip, &self.key);
         if self.registry.held_elsewhere(ip, &self.key).is_some() {
             // An overlapping pool holds it too: keep skipping it.
@@ -339,17 +308,17 @@ impl PoolEntry {
 
     /// How many holders hold an address.
     pub fn users_of(&self, ip: IpAddr) -> usize {
-        self.users.get(&ip).map_or(0, |users| users.len())
+        self.holdings.users_of(ip)
     }
 
     /// The address a holder's claim holds, if any.
     pub fn claim_hold(&self, holder: &HolderKey) -> Option<IpAddr> {
-        self.holds.get(holder).and_then(|h| h.claim)
+        self.holdings.get(holder).claim
     }
 
     /// The address a holder's `IPAddress` object holds, if any.
     pub fn object_hold(&self, holder: &HolderKey) -> Option<IpAddr> {
-        self.holds.get(holder).and_then(|h| h.object)
+        self.holdings.get(holder).object
     }
 
     /// Makes `ip`, which the claim's `IPAddress` records, the claim's address: only if nobody
@@ -382,7 +351,7 @@ impl PoolEntry {
     /// overlapping pool.
     pub(crate) fn held_by_others(&self, holder: &HolderKey, ip: IpAddr) -> Option<String> {
         let mut others: Vec<String> =
-            self.users.get(&ip).into_iter().flatten().filter(|h| *h != holder).map(ToString::to_string).collect();
+            self.holdings.users(ip).filter(|h| *h != holder).map(ToString::to_string).collect();
         others.sort();
         if !others.is_empty() {
             return Some(format!("IPAddress {} also holds it", crate::api::bounded::list(&others, 5)));
@@ -417,12 +386,12 @@ impl PoolEntry {
 
     /// How many addresses are held, by anyone.
     pub fn held_addresses(&self) -> usize {
-        self.users.len()
+        self.holdings.address_count()
     }
 
     /// How many `IPAddress` objects are known to reference the pool.
     pub fn address_objects(&self) -> usize {
-        self.holds.values().filter(|h| h.object.is_some()).count()
+        self.holdings.iter().filter(|(_, h)| h.object.is_some()).count()
     }
 
     /// The pool this entry is of.
@@ -432,28 +401,26 @@ impl PoolEntry {
 
     /// Whether nothing is left in the entry: no holds, no waiting claims, no remembered address.
     pub fn is_vacant(&self) -> bool {
-        self.holds.is_empty() && self.waiting.is_empty() && self.remembered.is_empty()
+        self.holdings.is_empty() && self.waiting.is_empty() && self.remembered.is_empty()
     }
 
     /// How many claims hold an address whose `IPAddress` is not known (yet).
     pub fn in_flight(&self) -> usize {
-        self.holds.values().filter(|h| h.claim.is_some() && h.object.is_none()).count()
+        self.holdings.iter().filter(|(_, h)| h.claim.is_some() && h.object.is_none()).count()
     }
 
     /// Addresses held by more than one holder, with their holders.
     pub fn conflicts(&self) -> Vec<(IpAddr, Vec<HolderKey>)> {
-        let mut found: Vec<_> = self
-            .users
-            .iter()
-            .filter(|(_, holders)| holders.len() > 1)
-            .map(|(ip, holders)| {
-                let mut holders = holders.to_vec();
+        self.holdings
+            .addresses()
+            .into_iter()
+            .filter(|&ip| self.holdings.users_of(ip) > 1)
+            .map(|ip| {
+                let mut holders: Vec<HolderKey> = self.holdings.users(ip).cloned().collect();
                 holders.sort();
-                (*ip, holders)
+                (ip, holders)
             })
-            .collect();
-        found.sort();
-        found
+            .collect()
     }
 
     /// The allocators (for counts), or why there are none.
@@ -471,9 +438,9 @@ impl PoolEntry {
             return Vec::new();
         };
         let mut outside: Vec<IpAddr> = self
-            .users
-            .keys()
-            .copied()
+            .holdings
+            .addresses()
+            .into_iter()
             .filter(|&ip| !pools.iter().any(|p| p.family() == Family::of(ip) && p.check(ip).is_ok()))
             .collect();
         outside.sort();

@@ -7,6 +7,7 @@
 //! pool's allocations are serialised.
 
 mod entry;
+mod holdings;
 mod keys;
 mod lookup;
 mod registry;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::{AllocError, PoolEntry, PoolState, Request};
+use super::{AllocError, Holds, PoolEntry, PoolState, Request};
 use crate::allocator::{AllocateError, Family, FamilyPool};
 use crate::index::keys::{HolderKey, PoolKey};
 use crate::index::registry::Registry;
@@ -95,8 +95,10 @@ impl PoolEntry {
                 reason: format!("it is reserved for {} ({})", other.claim, other.field),
             });
         }
-        if let Some(holders) = self.users.get(&address) {
-            let taken_by = holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        let mut holders: Vec<String> = self.holdings.users(address).map(ToString::to_string).collect();
+        if !holders.is_empty() {
+            holders.sort();
+            let taken_by = holders.join(", ");
             return Err(AllocError::Requested { address, reason: format!("it is taken by {taken_by}") });
         }
         Ok(None)
@@ -120,8 +122,8 @@ impl PoolEntry {
     /// Records the claim as the only user of `ip`, which its allocator has marked, and stops
     /// its waiting for room.
     pub(super) fn hand_to(&mut self, holder: &HolderKey, ip: IpAddr) {
-        self.users.insert(ip, smallvec::smallvec![holder.clone()]);
-        self.holds.entry(holder.clone()).or_default().claim = Some(ip);
+        let holds = self.holdings.get(holder);
+        self.holdings.set(holder, Holds { claim: Some(ip), ..holds });
         self.waiting.remove(holder);
     }
 }

@@ -47,7 +47,7 @@ impl PoolEntry {
     /// Holders whose `IPAddress` object records an address of this pool.
     pub fn object_holders(&self) -> Vec<HolderKey> {
         let mut holders: Vec<HolderKey> =
-            self.holds.iter().filter(|(_, h)| h.object.is_some()).map(|(k, _)| k.clone()).collect();
+            self.holdings.iter().filter(|(_, h)| h.object.is_some()).map(|(k, _)| k.clone()).collect();
         holders.sort();
         holders
     }

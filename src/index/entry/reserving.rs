@@ -81,7 +81,7 @@ impl PoolEntry {
         self.reservations()
             .iter()
             .map(|r| {
-                let mut holders = self.users.get(&r.address).map(|users| users.to_vec()).unwrap_or_default();
+                let mut holders: Vec<HolderKey> = self.holdings.users(r.address).cloned().collect();
                 holders.sort();
                 (r.clone(), holders)
             })
