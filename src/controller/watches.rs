@@ -103,10 +103,12 @@ where
 {
     let name = name.to_owned();
     let object = watch_object(&name);
+    let mut listing = Listing::default();
     stream.inspect(move |item| match item {
         // A listing's start is not yet a success: its first page may still fail.
-        Ok(Event::Init) => {}
-        Ok(_) => {
+        Ok(Event::Init) => listing.started(),
+        Ok(event) => {
+            listing.saw(event, &name);
             misconfig.resolved(&object);
             if health.watch_ok(&name) {
                 info!(watch = %name, "watch recovered");
@@ -124,6 +126,33 @@ where
             }
         }
     })
+}
+
+/// How long a listing took, and what it brought: said once it ends (at start-up, and after a
+/// watch failure), so that a slow start can be told from a slow API server.
+#[derive(Default)]
+struct Listing {
+    started: Option<std::time::Instant>,
+    objects: usize,
+}
+
+impl Listing {
+    fn started(&mut self) {
+        *self = Listing { started: Some(std::time::Instant::now()), objects: 0 };
+    }
+
+    fn saw<K>(&mut self, event: &Event<K>, watch: &str) {
+        match event {
+            Event::InitApply(_) => self.objects += 1,
+            Event::InitDone => {
+                if let Some(started) = self.started.take() {
+                    let seconds = format!("{:.2}", started.elapsed().as_secs_f64());
+                    info!(watch = %watch, objects = self.objects, seconds = %seconds, "listed");
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A watch that lists everything again after each failure, instead of resuming: what changed

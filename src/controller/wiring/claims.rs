@@ -208,6 +208,7 @@ impl Follow {
         if !self.store.is_listed() {
             return;
         }
+        let started = std::time::Instant::now();
         let (mut settled, mut urgent) = (0usize, 0usize);
         for id in self.store.ids() {
             match self.store.object(id).is_some_and(|claim| claim::settled(claim, &self.ctx)) {
@@ -221,11 +222,15 @@ impl Follow {
                 }
             }
         }
+        let seconds = format!("{:.2}", started.elapsed().as_secs_f64());
         match self.reviewed.send_replace(true) {
-            false => {
-                tracing::info!(settled, urgent, "claims listed: serving; settled claims are verified in the background")
-            }
-            true => tracing::debug!(settled, urgent, "claims reviewed after a listing"),
+            false => tracing::info!(
+                settled,
+                urgent,
+                seconds = %seconds,
+                "claims listed: serving; settled claims are verified in the background"
+            ),
+            true => tracing::debug!(settled, urgent, seconds = %seconds, "claims reviewed after a listing"),
         }
     }
 }

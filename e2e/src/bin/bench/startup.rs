@@ -225,6 +225,9 @@ pub async fn measure(config: &Config, startup: &mut Startup, progress: &mut dyn 
             }
         }
     }
+    if std::env::var("BENCH_KEEP_LOGS").is_ok_and(|v| v == "1") {
+        crate::run::keep_logs(config, &plane, "logs-startup");
+    }
     drop(plane);
     Ok(())
 }
