@@ -128,6 +128,41 @@ where
     })
 }
 
+/// Events a watch reads ahead of its consumer: two pages of a listing.
+pub const READ_AHEAD: usize = 1024;
+
+/// Reads `stream` ahead of its consumer, on a task of its own, holding up to `room` items.
+///
+/// A watcher asks for a listing's next page only once its consumer has taken every object of
+/// the page before: the API server waits while ferro-ipam files a page, and ferro-ipam waits
+/// while the API server reads the next one. Read ahead, the next page is on its way while this
+/// one is filed. Items keep their order; the task ends when the stream ends or the consumer is
+/// dropped (a term that ends), even while the watch waits for its next event.
+pub fn read_ahead<S>(stream: S, room: usize) -> impl Stream<Item = S::Item> + Send + use<S>
+where
+    S: Stream + Send + 'static,
+    S::Item: Send + 'static,
+{
+    futures::stream::once(async move {
+        let (sender, receiver) = tokio::sync::mpsc::channel(room);
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                let item = tokio::select! {
+                    () = sender.closed() => return,
+                    item = stream.next() => item,
+                };
+                let Some(item) = item else { return };
+                if sender.send(item).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio_stream::wrappers::ReceiverStream::new(receiver)
+    })
+    .flatten()
+}
+
 /// How long a listing took, and what it brought: said once it ends (at start-up, and after a
 /// watch failure), so that a slow start can be told from a slow API server.
 #[derive(Default)]
@@ -254,5 +289,54 @@ mod tests {
             .collect()
             .await;
         assert_eq!(events, ["error", "error", "init", "done"]);
+    }
+
+    #[tokio::test]
+    async fn a_read_ahead_stream_takes_the_next_items_before_they_are_asked_for_and_keeps_their_order() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let counted = pulled.clone();
+        let source = futures::stream::iter(0..100).inspect(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let mut ahead = std::pin::pin!(read_ahead(source, 10));
+        assert_eq!(ahead.next().await, Some(0));
+        // The task fills the room while the consumer holds the first item.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while pulled.load(Ordering::SeqCst) < 11 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the items after the first were read ahead");
+        let rest: Vec<i32> = ahead.collect().await;
+        assert_eq!(rest, (1..100).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_read_ahead_task_ends_with_its_consumer_while_the_watch_waits() {
+        struct Dropped(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let guard = Dropped(dropped.clone());
+        // One event, then a watch that waits for ever, holding the guard.
+        let source = futures::stream::iter([1]).chain(futures::stream::pending::<i32>().map(move |n| {
+            let _ = &guard;
+            n
+        }));
+        let mut ahead = Box::pin(read_ahead(source, 4));
+        assert_eq!(ahead.next().await, Some(1));
+        drop(ahead);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !dropped.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the watch was dropped with its consumer");
     }
 }

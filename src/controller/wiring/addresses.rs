@@ -14,7 +14,7 @@ use crate::index::Index;
 use super::Term;
 use super::support::drain;
 use crate::controller::address_cache::AddressCache;
-use crate::controller::watches::{WatchBackoff, relisting, watched};
+use crate::controller::watches::{READ_AHEAD, WatchBackoff, read_ahead, relisting, watched};
 use crate::feed::AddressFeed;
 
 use super::readiness::FirstListing;
@@ -42,6 +42,7 @@ pub fn watch(
         from_scratch.backoff(WatchBackoff::default()),
     )
     .map(|event| event.map(unwrap_event));
+    let events = read_ahead(events, READ_AHEAD);
     // The cache first, as kube's reflector would: a claim woken by the index finds the object.
     let watch = drain(events.map(move |event| match &event {
         Ok(event) => {

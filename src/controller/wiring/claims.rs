@@ -29,7 +29,7 @@ use crate::controller::by_cluster::ClaimsByCluster;
 use crate::controller::claim;
 use crate::controller::claim_store::{Change, ClaimStore, WorkQueue};
 use crate::controller::context::Context;
-use crate::controller::watches::{WatchBackoff, watched};
+use crate::controller::watches::{READ_AHEAD, WatchBackoff, read_ahead, watched};
 
 /// Settled claims verified per second in the background, once no urgent work is queued.
 const VERIFIED_PER_SECOND: u32 = 500;
@@ -82,8 +82,8 @@ impl ClaimWatch {
             term.misconfig.clone(),
             watch(api, term.settings.filtered()).backoff(WatchBackoff::default()),
         )
-        .map(|event| event.map(unwrap_event))
-        .boxed();
+        .map(|event| event.map(unwrap_event));
+        let events = read_ahead(events, READ_AHEAD).boxed();
         let (reviews_tx, reviews) = mpsc::unbounded_channel();
         let queue = WorkQueue::new(VERIFIED_PER_SECOND);
         ClaimWatch {
