@@ -437,13 +437,15 @@ impl PoolEntry {
         let PoolState::Ready { allocators: pools, .. } = &self.state else {
             return Vec::new();
         };
+        // Every pool event asks: one pass over the holders, and only what lies outside sorted.
         let mut outside: Vec<IpAddr> = self
             .holdings
-            .addresses()
-            .into_iter()
+            .iter()
+            .flat_map(|(_, holds)| holds.addresses())
             .filter(|&ip| !pools.iter().any(|p| p.family() == Family::of(ip) && p.check(ip).is_ok()))
             .collect();
         outside.sort();
+        outside.dedup();
         outside
     }
 }

@@ -37,7 +37,7 @@ impl Holds {
     }
 
     /// The addresses held, each once.
-    pub fn addresses(&self) -> impl Iterator<Item = IpAddr> {
+    pub fn addresses(self) -> impl Iterator<Item = IpAddr> {
         let object = self.object;
         object.into_iter().chain(self.claim.filter(move |claim| Some(*claim) != object))
     }
