@@ -10,8 +10,8 @@
 //! - two tables of 4-byte slot ids, one hashed by holder, one by address (an entry for each
 //!   distinct address of a slot, which of its two the entry's low bit says).
 //!
-//! Two maps, holder to holds and address to holders, took about 180 bytes per holder at 20,000;
-//! this takes about 60 (see docs/perf-notes.md).
+//! Two maps, holder to holds and address to holders, took about 180 bytes per holder at 20,000
+//! (heap profile in docs/perf-notes.md); by the sizes above, this keeps about 60.
 
 use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
@@ -84,8 +84,9 @@ impl Packed {
         }
     }
 
-    fn addresses(&self) -> impl Iterator<Item = (u32, IpAddr)> + '_ {
-        (0..2).filter_map(|which| self.address(which).map(|ip| (which, ip)))
+    /// The slot's distinct addresses with their `which`, without borrowing the slot.
+    fn addresses(&self) -> impl Iterator<Item = (u32, IpAddr)> + use<> {
+        [0, 1].map(|which| self.address(which).map(|ip| (which, ip))).into_iter().flatten()
     }
 }
 
@@ -224,8 +225,7 @@ impl Holdings {
     /// Files the slot's addresses in the address table.
     fn list_addresses(&mut self, id: u32) {
         let Some(slot) = self.slot(id) else { return };
-        let addresses: Vec<(u32, IpAddr)> = slot.holds.addresses().collect();
-        for (which, ip) in addresses {
+        for (which, ip) in slot.holds.addresses() {
             if self.users_of(ip) == 0 {
                 self.addresses += 1;
             }
@@ -242,8 +242,7 @@ impl Holdings {
     /// Takes the slot's addresses out of the address table.
     fn unlist_addresses(&mut self, id: u32) {
         let Some(slot) = self.slot(id) else { return };
-        let addresses: Vec<(u32, IpAddr)> = slot.holds.addresses().collect();
-        for (which, ip) in addresses {
+        for (which, ip) in slot.holds.addresses() {
             let wanted = entry(id, which);
             if let Ok(found) = self.by_address.find_entry(self.hasher.hash_one(ip), |&e| e == wanted) {
                 found.remove();
