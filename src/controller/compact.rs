@@ -9,7 +9,7 @@ use k8s_openapi::jiff::fmt::strtime;
 
 /// Text kept as it was served, where it has no exact compact form. Seldom seen, so held
 /// behind one thin pointer rather than a wide one: it costs the record 8 bytes, not 16.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Verbatim(Box<Box<str>>);
 
 impl Verbatim {
@@ -24,7 +24,7 @@ impl Verbatim {
 
 /// A UID: the 128 bits of a canonical UUID (lowercase, 8-4-4-4-12), which Kubernetes gives
 /// every object, or any other text as it came.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Uid {
     /// The UUID's bits, as bytes: a `u128` would align the whole record to 16 bytes.
     Uuid([u8; 16]),
@@ -41,13 +41,21 @@ impl Uid {
 
     pub fn text(&self) -> String {
         match self {
-            Uid::Uuid(bytes) => {
-                let hex = format!("{:032x}", u128::from_be_bytes(*bytes));
-                format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
-            }
+            Uid::Uuid(bytes) => uuid_text(*bytes),
             Uid::Verbatim(text) => text.as_str().to_owned(),
         }
     }
+}
+
+/// The canonical spelling of a UUID's bits.
+pub fn uuid_text(bytes: [u8; 16]) -> String {
+    let hex = format!("{:032x}", u128::from_be_bytes(bytes));
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// A UUID's bits as bytes, when `text` is its canonical spelling.
+pub fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
+    parse_uuid(text).map(u128::to_be_bytes)
 }
 
 /// The bits of a canonical UUID; none for any other text, even one that would parse to the
@@ -71,9 +79,9 @@ pub enum Version {
 
 impl Version {
     pub fn new(text: &str) -> Version {
-        match text.parse::<u64>() {
-            Ok(number) if number.to_string() == text => Version::Number(number),
-            _ => Version::Verbatim(Verbatim::new(text)),
+        match version_number(text) {
+            Some(number) => Version::Number(number),
+            None => Version::Verbatim(Verbatim::new(text)),
         }
     }
 
@@ -85,10 +93,48 @@ impl Version {
     }
 }
 
+/// A `resourceVersion`'s number, when `text` is its spelling (no sign, no leading zero).
+pub fn version_number(text: &str) -> Option<u64> {
+    text.parse::<u64>().ok().filter(|number| number.to_string() == text)
+}
+
+/// How a record's shape says where a text is kept that usually has a compact form (a uid's
+/// bytes, a `resourceVersion`'s number): in the record's own field, nowhere (the object has
+/// none), or here, as it came, when it has no exact compact form. The rare text then makes the
+/// shape the record's own; the common case costs the shape nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Kept {
+    InRecord,
+    Absent,
+    Verbatim(Verbatim),
+}
+
+impl Kept {
+    /// Where `text` is kept, and its compact form when the record keeps it.
+    pub fn of<T>(text: Option<&str>, compact: impl FnOnce(&str) -> Option<T>) -> (Kept, Option<T>) {
+        match text {
+            None => (Kept::Absent, None),
+            Some(text) => match compact(text) {
+                Some(value) => (Kept::InRecord, Some(value)),
+                None => (Kept::Verbatim(Verbatim::new(text)), None),
+            },
+        }
+    }
+
+    /// The text again, given the record's field and how to spell it.
+    pub fn text<T>(&self, in_record: T, spell: impl FnOnce(T) -> String) -> Option<String> {
+        match self {
+            Kept::InRecord => Some(spell(in_record)),
+            Kept::Absent => None,
+            Kept::Verbatim(text) => Some(text.as_str().to_owned()),
+        }
+    }
+}
+
 /// A metadata time (`creationTimestamp`, `deletionTimestamp`) as whole seconds since the epoch,
 /// or none. The API serves these times to the second and [`Time`] writes them to the second, so
 /// the seconds are all there is to keep: 8 bytes where an `Option<Time>` takes 16.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stamp(i64);
 
 impl Stamp {
@@ -106,7 +152,7 @@ impl Stamp {
 
 /// A time held as text in an object (a condition's `lastTransitionTime`): its seconds when the
 /// text is the API's own spelling of them (`2026-01-02T03:04:05Z`), else the text as it came.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TimeText {
     At(Stamp),
     Verbatim(Verbatim),

@@ -109,6 +109,7 @@ impl AddressCacheWriter {
                     // The names only the replaced records held (objects deleted while the watch
                     // was down, namespaces emptied) are dropped with them.
                     drop(replaced);
+                    record::sweep_shapes();
                     intern::sweep();
                 }
             }

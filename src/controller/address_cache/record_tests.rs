@@ -63,11 +63,32 @@ fn an_address_made_by_a_provider_comes_back_field_for_field() {
     assert_round_trip(&served(made_by_a_provider("vm-2", "192.168.10.200", None, 32)));
     let address = served(made_by_a_provider("vm-0", "10.0.0.7", Some("10.0.0.1"), 24));
     let record = Record::of(&address, "vm-0");
-    assert!(matches!(record.claim, Name::Own), "claimRef names the object itself: a flag");
-    assert!(matches!(record.owners.as_deref(), Some([Owner { name: Name::Own, uid: Uid::Uuid(_), .. }, _])));
-    assert!(matches!(record.address, Address::Ip(_)) && matches!(record.gateway, Some(Address::Ip(_))));
-    assert!(matches!(record.resource_version, Some(Version::Number(48213))));
-    assert!(matches!(record.uid, Some(Uid::Uuid(_))));
+    let shape = &*record.shape;
+    assert!(matches!(shape.claim, Name::Own), "claimRef names the object itself: a flag");
+    assert!(matches!(shape.owners.as_deref(), Some([Owner { name: Name::Own, uid: OwnerUid::InRecord, .. }, _])));
+    assert_eq!(record.owner_uid, uuid_bytes(CLAIM_UID).unwrap(), "the claim's uid is the record's");
+    assert!(shape.odd_address.is_none() && matches!(shape.gateway, Some(Address::Ip(_))));
+    assert_eq!((&shape.resource_version, record.resource_version), (&Kept::InRecord, 48213));
+    assert_eq!(shape.uid, Kept::InRecord);
+}
+
+/// The addresses one provider makes in one pool differ in their uids, versions, addresses and
+/// claims (the claim's name is the address's own, its uid the record's): they share one shape.
+#[test]
+fn the_addresses_of_one_pool_share_one_shape() {
+    let mut first = served(made_by_a_provider("vm-0", "10.0.0.7", Some("10.0.0.1"), 24));
+    let mut second = served(made_by_a_provider("vm-1", "10.0.0.8", Some("10.0.0.1"), 24));
+    first.metadata.owner_references.as_mut().unwrap()[0].uid = "00000000-0000-4000-8000-0000000000c1".into();
+    second.metadata.owner_references.as_mut().unwrap()[0].uid = "00000000-0000-4000-8000-0000000000c2".into();
+    second.metadata.uid = Some("00000000-0000-4000-8000-00000000000b".into());
+    second.metadata.resource_version = Some("48299".into());
+    let (a, b) = (Record::of(&first, "vm-0"), Record::of(&second, "vm-1"));
+    assert!(std::ptr::eq(&*a.shape, &*b.shape), "one shape for both");
+    assert_ne!(a.owner_uid, b.owner_uid);
+    assert_round_trip(&first);
+    assert_round_trip(&second);
+    let other_pool = served(made_by_a_provider("vm-2", "10.0.0.9", Some("10.0.0.254"), 24));
+    assert!(!std::ptr::eq(&*a.shape, &*Record::of(&other_pool, "vm-2").shape), "another gateway, another shape");
 }
 
 #[test]
@@ -88,12 +109,11 @@ fn text_without_an_exact_compact_form_comes_back_as_it_came() {
     }));
     assert_round_trip(&odd);
     let record = Record::of(&odd, "by-hand");
-    assert!(matches!(record.address, Address::Verbatim(_)) && matches!(record.gateway, Some(Address::Verbatim(_))));
+    let shape = &*record.shape;
+    assert!(shape.odd_address.is_some() && matches!(shape.gateway, Some(Address::Verbatim(_))));
+    assert!(matches!(shape.uid, Kept::Verbatim(_)) && matches!(shape.resource_version, Kept::Verbatim(_)));
     assert!(
-        matches!(record.uid, Some(Uid::Verbatim(_))) && matches!(record.resource_version, Some(Version::Verbatim(_)))
-    );
-    assert!(
-        matches!(record.owners.as_deref(), Some([Owner { uid: Uid::Verbatim(_), .. }])),
+        matches!(shape.owners.as_deref(), Some([Owner { uid: OwnerUid::Here(Uid::Verbatim(_)), .. }])),
         "uppercase is not canonical"
     );
 
@@ -102,7 +122,7 @@ fn text_without_an_exact_compact_form_comes_back_as_it_came() {
         "spec": {"claimRef": {"name": "z"}, "poolRef": {"kind": "K", "name": "p"}, "address": "::ffff:10.0.0.1", "prefix": 0},
     }));
     assert_round_trip(&leading_zero);
-    assert!(matches!(Record::of(&leading_zero, "z").resource_version, Some(Version::Verbatim(_))));
+    assert!(matches!(Record::of(&leading_zero, "z").shape.resource_version, Kept::Verbatim(_)));
 
     let bare = served(json!({
         "metadata": {"namespace": "ns", "name": "bare"},
@@ -127,31 +147,20 @@ fn uuids_are_read_only_in_their_canonical_spelling() {
     assert_eq!(parse_uuid("3f2b8c1e+9d4a-4e6b-8a7c-1d2e3f4a5b6c"), None);
 }
 
-/// What one address costs the cache, on a 64-bit target: its slot in the namespace's table
-/// and what the record points to. The interned strings are shared by every address.
-///
-/// An address with one owner reference and one label: the slot is the name's box (16) and the
-/// record (224: the test prints the parts); behind them the name's text (~16), one `Owner`
-/// (56), one label pair (24) and its value (~16), one finalizer (8). About 380 bytes, plus
-/// the allocator's rounding (~40) and the table's spare slots (between none and the slot's
-/// size again): 420 to 680 bytes, where the whole object cached before was about 1,180. The
-/// pool's owner reference a provider also writes adds 56. The bound below catches a record
-/// that grows.
+/// What one address costs the cache, on a 64-bit target: its slot in the cache's chunks (the
+/// namespace and the name, shared, and the record), and nothing else of its own when its
+/// shape is its pool's. The bound catches a record that grows.
 #[test]
 fn a_record_stays_small() {
     let sizes = [
         ("Record", size_of::<Record>()),
+        ("slot", size_of::<Option<super::super::Entry>>()),
+        ("Shape", size_of::<Shape>()),
         ("Owner", size_of::<Owner>()),
-        ("Uid", size_of::<Option<Uid>>()),
-        ("Version", size_of::<Option<Version>>()),
-        ("Address", size_of::<Option<Address>>()),
-        ("Stamp", size_of::<Stamp>()),
-        ("Pool", size_of::<Pool>()),
-        ("Name", size_of::<Name<Verbatim>>()),
     ];
     println!("{sizes:?}");
-    assert!(size_of::<Record>() <= 224, "the record grew: {sizes:?}");
-    assert!(size_of::<Owner>() <= 56, "an owner reference grew: {sizes:?}");
+    assert!(size_of::<Record>() <= 80, "the record grew: {sizes:?}");
+    assert!(size_of::<Option<super::super::Entry>>() <= 96, "the slot grew: {sizes:?}");
 }
 
 fn uid() -> impl Strategy<Value = String> {
@@ -180,6 +189,7 @@ proptest! {
         name in name(),
         claim in prop::option::of(name()),
         owner in prop::option::of((name(), uid(), any::<Option<bool>>())),
+        claim_uid in uid(),
         uid in prop::option::of(uid()),
         version in prop::option::of(version()),
         ip in address(),
@@ -192,6 +202,7 @@ proptest! {
         meta["uid"] = json!(uid);
         meta["resourceVersion"] = json!(version);
         meta["labels"] = json!(label.map(|value| json!({"cluster.x-k8s.io/cluster-name": value})));
+        meta["ownerReferences"][0]["uid"] = json!(claim_uid);
         if let Some((owner, uid, controller)) = owner {
             meta["ownerReferences"][1] = json!({"apiVersion": "v1", "kind": "Thing", "name": owner, "uid": uid, "controller": controller});
         }
