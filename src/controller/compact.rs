@@ -70,29 +70,6 @@ pub fn parse_uuid(text: &str) -> Option<u128> {
     canonical.then(|| u128::from_str_radix(&text.replace('-', ""), 16).ok()).flatten()
 }
 
-/// A `resourceVersion`: the number etcd gives it, or any other text as it came.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Version {
-    Number(u64),
-    Verbatim(Verbatim),
-}
-
-impl Version {
-    pub fn new(text: &str) -> Version {
-        match version_number(text) {
-            Some(number) => Version::Number(number),
-            None => Version::Verbatim(Verbatim::new(text)),
-        }
-    }
-
-    pub fn text(&self) -> String {
-        match self {
-            Version::Number(number) => number.to_string(),
-            Version::Verbatim(text) => text.as_str().to_owned(),
-        }
-    }
-}
-
 /// A `resourceVersion`'s number, when `text` is its spelling (no sign, no leading zero).
 pub fn version_number(text: &str) -> Option<u64> {
     text.parse::<u64>().ok().filter(|number| number.to_string() == text)

@@ -85,6 +85,7 @@ impl ClaimStore {
                 }
                 drop(claims);
                 self.listed.store(true, Ordering::Release);
+                super::record::sweep_shapes();
                 crate::intern::sweep();
                 Change::Listed(gone)
             }
