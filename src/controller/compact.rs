@@ -128,10 +128,13 @@ impl Stamp {
 }
 
 /// A time held as text in an object (a condition's `lastTransitionTime`): its seconds when the
-/// text is the API's own spelling of them (`2026-01-02T03:04:05Z`), else the text as it came.
+/// text is the API's own spelling of them (`2026-01-02T03:04:05Z`), the instant when the text is
+/// how it is spelled with its fraction (`2026-01-02T03:04:05.25Z`, as a client that writes
+/// sub-second times spells it), else the text as it came.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TimeText {
     At(Stamp),
+    Precise(Timestamp),
     Verbatim(Verbatim),
 }
 
@@ -140,11 +143,15 @@ const SECONDS: &str = "%Y-%m-%dT%H:%M:%SZ";
 
 impl TimeText {
     pub fn new(text: &str) -> TimeText {
-        let seconds =
-            text.parse::<Timestamp>().ok().filter(|at| strtime::format(SECONDS, *at).ok().as_deref() == Some(text));
-        match seconds {
-            Some(at) => TimeText::At(Stamp(at.as_second())),
-            None => TimeText::Verbatim(Verbatim::new(text)),
+        let Ok(at) = text.parse::<Timestamp>() else {
+            return TimeText::Verbatim(Verbatim::new(text));
+        };
+        if strtime::format(SECONDS, at).ok().as_deref() == Some(text) {
+            TimeText::At(Stamp(at.as_second()))
+        } else if at.to_string() == text {
+            TimeText::Precise(at)
+        } else {
+            TimeText::Verbatim(Verbatim::new(text))
         }
     }
 
@@ -152,6 +159,7 @@ impl TimeText {
         match self {
             // A stamp is only made from a time that was just formatted with `SECONDS`.
             TimeText::At(stamp) => stamp.time().and_then(|at| strtime::format(SECONDS, at.0).ok()).unwrap_or_default(),
+            TimeText::Precise(at) => at.to_string(),
             TimeText::Verbatim(text) => text.as_str().to_owned(),
         }
     }
@@ -172,19 +180,35 @@ mod tests {
         assert_eq!(size_of::<Stamp>(), 8);
     }
 
+    /// How each spelling is kept: the API's (seconds), a fraction jiff spells back the same (the
+    /// instant), anything else (the text). Every one comes back as it came.
     #[test]
-    fn a_time_text_is_kept_as_seconds_only_when_it_spells_them_the_apis_way() {
-        for (text, compact) in [
-            ("2026-01-02T03:04:05Z", true),
-            ("1970-01-01T00:00:00Z", true),
-            ("2026-01-02T03:04:05.5Z", false),
-            ("2026-01-02T03:04:05+00:00", false),
-            ("2026-01-02t03:04:05z", false),
-            ("yesterday", false),
-            ("", false),
+    fn a_time_text_is_kept_in_the_most_compact_form_that_spells_it_back() {
+        #[derive(Debug, PartialEq)]
+        enum Form {
+            Seconds,
+            Instant,
+            Text,
+        }
+        for (text, form) in [
+            ("2026-01-02T03:04:05Z", Form::Seconds),
+            ("1970-01-01T00:00:00Z", Form::Seconds),
+            ("2026-01-02T03:04:05.5Z", Form::Instant),
+            ("2026-12-06T22:45:01.123456789Z", Form::Instant),
+            ("2026-01-02T03:04:05.500Z", Form::Text),
+            ("2026-01-02T03:04:05+00:00", Form::Text),
+            ("2026-01-02T03:04:05.5+00:00", Form::Text),
+            ("2026-01-02t03:04:05z", Form::Text),
+            ("yesterday", Form::Text),
+            ("", Form::Text),
         ] {
             let kept = TimeText::new(text);
-            assert_eq!(matches!(kept, TimeText::At(_)), compact, "{text}");
+            let found = match kept {
+                TimeText::At(_) => Form::Seconds,
+                TimeText::Precise(_) => Form::Instant,
+                TimeText::Verbatim(_) => Form::Text,
+            };
+            assert_eq!(found, form, "{text}");
             assert_eq!(kept.text(), text);
         }
     }

@@ -74,8 +74,6 @@ struct ConditionShape {
     status: Interned,
     severity: Option<Interned>,
     reason: Option<Interned>,
-    /// Where `lastTransitionTime` is: in the condition's stamp, or here.
-    time: Kept,
     observed_generation: Option<i64>,
 }
 
@@ -101,11 +99,11 @@ impl intern::Shape for StatusShape {
     }
 }
 
-/// A condition's own: its message, and its time when the shape says it is kept here.
+/// A condition's own: its message and its `lastTransitionTime`.
 #[derive(Clone, Debug, PartialEq)]
 struct ConditionText {
     message: Option<Box<str>>,
-    time: Stamp,
+    time: Option<TimeText>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -240,31 +238,21 @@ pub fn sweep_shapes() {
     intern::sweep_shapes::<StatusShape>();
 }
 
-/// The stamp of a condition time spelled the API's way.
-fn stamp_of(text: &str) -> Option<Stamp> {
-    match TimeText::new(text) {
-        TimeText::At(stamp) => Some(stamp),
-        TimeText::Verbatim(_) => None,
-    }
-}
-
 fn status_record(name: &str, status: &ClaimStatus) -> StatusRecord {
     let (conditions, texts) = status
         .conditions
         .iter()
         .map(|c| {
-            let (time, stamp) = Kept::of(c.last_transition_time.as_deref(), stamp_of);
             let shape = ConditionShape {
                 type_: Interned::new(&c.type_),
                 status: Interned::new(&c.status),
                 severity: c.severity.as_deref().map(Interned::new),
                 reason: c.reason.as_deref().map(Interned::new),
-                time,
                 observed_generation: c.observed_generation,
             };
             let text = ConditionText {
                 message: c.message.as_deref().map(Into::into),
-                time: stamp.unwrap_or(Stamp::new(None)),
+                time: c.last_transition_time.as_deref().map(TimeText::new),
             };
             (shape, text)
         })
@@ -285,7 +273,7 @@ fn condition(c: &ConditionShape, text: &ConditionText) -> Condition {
         severity: c.severity.as_ref().map(|s| s.to_string()),
         reason: c.reason.as_ref().map(|s| s.to_string()),
         message: text.message.as_ref().map(|s| s.to_string()),
-        last_transition_time: c.time.text(text.time, |stamp| TimeText::At(stamp).text()),
+        last_transition_time: text.time.as_ref().map(TimeText::text),
         observed_generation: c.observed_generation,
     }
 }
@@ -373,10 +361,10 @@ mod tests {
         ];
         println!("{sizes:?}");
         assert!(size_of::<ClaimRecord>() <= 80, "the record grew: {sizes:?}");
-        assert!(size_of::<StatusRecord>() <= 48, "the status grew: {sizes:?}");
+        assert!(size_of::<StatusRecord>() <= 56, "the status grew: {sizes:?}");
     }
 
-    fn bound_claim(name: &str, uid: &str, version: &str, ip: &str) -> IPAddressClaim {
+    fn bound_claim(name: &str, uid: &str, version: &str, ip: &str, at: &str) -> IPAddressClaim {
         served(serde_json::json!({
             "metadata": {
                 "name": name, "namespace": "default", "uid": uid, "resourceVersion": version, "generation": 1,
@@ -387,16 +375,23 @@ mod tests {
             "spec": {"clusterName": "wl", "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "p"}},
             "status": {"addressRef": {"name": name}, "conditions": [
                 {"type": "Ready", "status": "True", "reason": "Allocated", "message": format!("allocated {ip}"),
-                 "lastTransitionTime": "2026-01-02T03:04:06Z", "observedGeneration": 1}]},
+                 "lastTransitionTime": at, "observedGeneration": 1}]},
         }))
     }
 
     /// The bound claims of one Cluster and pool differ in their names, uids, versions and
-    /// messages: they share one shape and one status shape.
+    /// messages and condition times (to the second or finer): they share one shape and one
+    /// status shape.
     #[test]
     fn the_claims_of_one_cluster_and_pool_share_their_shapes() {
-        let a = bound_claim("vm-0", "0b4e6a2c-9f1d-4c3e-8a7b-5d6e7f809a1b", "100", "10.0.0.1");
-        let b = bound_claim("vm-1", "0b4e6a2c-9f1d-4c3e-8a7b-5d6e7f809a1c", "101", "10.0.0.2");
+        let a = bound_claim("vm-0", "0b4e6a2c-9f1d-4c3e-8a7b-5d6e7f809a1b", "100", "10.0.0.1", "2026-01-02T03:04:06Z");
+        let b = bound_claim(
+            "vm-1",
+            "0b4e6a2c-9f1d-4c3e-8a7b-5d6e7f809a1c",
+            "101",
+            "10.0.0.2",
+            "2026-01-02T03:04:07.123456789Z",
+        );
         let (ra, rb) = (ClaimRecord::new(&a), ClaimRecord::new(&b));
         assert!(std::ptr::eq(&*ra.shape, &*rb.shape), "one shape");
         let (sa, sb) = (ra.status.as_deref().unwrap(), rb.status.as_deref().unwrap());
@@ -427,7 +422,8 @@ mod tests {
             address_ref in prop::option::of(prop_oneof![Just("vm".to_owned()), text()]),
             conditions in prop::collection::vec(
                 (text(), prop::option::of(text()), prop::option::of(prop_oneof![
-                    Just("2026-01-02T03:04:06Z".to_owned()), text()]), any::<Option<i64>>()),
+                    Just("2026-01-02T03:04:06Z".to_owned()), Just("2026-01-02T03:04:06.25Z".to_owned()), text()]),
+                    any::<Option<i64>>()),
                 0..3),
         ) {
             let conditions: Vec<_> = conditions.into_iter().map(|(reason, message, time, generation)| serde_json::json!({
