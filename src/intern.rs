@@ -84,16 +84,21 @@ impl<K: Clone + Eq + Hash + Counted> Table<K> {
     }
 }
 
+impl Table<Interned> {
+    fn intern(&mut self, text: &str) -> Interned {
+        match self.find(text) {
+            Some(found) => found,
+            None => self.add(Interned(ArcStr::from(text))),
+        }
+    }
+}
+
 static TABLE: LazyLock<Mutex<Table<Interned>>> = LazyLock::new(Mutex::default);
 
 impl Interned {
     /// The one shared copy of `text`.
     pub fn new(text: &str) -> Interned {
-        let mut table = lock(&TABLE);
-        match table.find(text) {
-            Some(found) => found,
-            None => table.add(Interned(ArcStr::from(text))),
-        }
+        lock(&TABLE).intern(text)
     }
 
     pub fn as_str(&self) -> &str {
@@ -212,13 +217,6 @@ impl<T: fmt::Debug> fmt::Debug for Shared<T> {
 mod tests {
     use super::*;
 
-    fn intern(table: &mut Table<Interned>, text: &str) -> Interned {
-        match table.find(text) {
-            Some(found) => found,
-            None => table.add(Interned(ArcStr::from(text))),
-        }
-    }
-
     #[derive(Debug, PartialEq, Eq, Hash)]
     struct TestShape(u32, Interned);
 
@@ -262,17 +260,14 @@ mod tests {
     #[test]
     fn a_table_that_doubled_sweeps_itself_and_keeps_what_is_held() {
         let mut table = Table::default();
-        let held: Vec<Interned> = (0..FIRST_SWEEP / 2).map(|n| intern(&mut table, &format!("held-{n}"))).collect();
+        let held: Vec<Interned> = (0..FIRST_SWEEP / 2).map(|n| table.intern(&format!("held-{n}"))).collect();
         for n in 0..10 * FIRST_SWEEP {
-            drop(intern(&mut table, &format!("gone-{n}")));
+            drop(table.intern(&format!("gone-{n}")));
             assert!(table.values.len() <= FIRST_SWEEP.max(2 * held.len()), "{} strings after {n}", table.values.len());
         }
         assert!(!table.values.contains("gone-0"), "the first dead name was swept");
         for (n, text) in held.iter().enumerate() {
-            assert!(
-                ArcStr::ptr_eq(&intern(&mut table, &format!("held-{n}")).0, &text.0),
-                "a held string is the same copy"
-            );
+            assert!(ArcStr::ptr_eq(&table.intern(&format!("held-{n}")).0, &text.0), "a held string is the same copy");
         }
     }
 }

@@ -119,7 +119,7 @@ type Pairs = Box<[(Interned, Box<str>)]>;
 /// What addresses have in common (see the module). Where the record's own fields are to be
 /// read, and the text of those that had no exact compact form, are part of it.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub(super) struct Shape {
+struct Shape {
     uid: Kept,
     resource_version: Kept,
     /// Set when `spec.address` is not spelled canonically: the record's address is then unused.

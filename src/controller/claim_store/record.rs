@@ -46,7 +46,7 @@ type Pairs = Box<[(Interned, Box<str>)]>;
 /// What claims have in common (see the module), and where the record's own fields are to be
 /// read.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct Shape {
+struct Shape {
     uid: Kept,
     version: Kept,
     generation: Option<i64>,
@@ -87,7 +87,7 @@ enum AddressRef {
 
 /// A status but its conditions' messages and times.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct StatusShape {
+struct StatusShape {
     address_ref: AddressRef,
     conditions: Box<[ConditionShape]>,
 }
@@ -239,7 +239,7 @@ pub fn sweep_shapes() {
 }
 
 fn status_record(name: &str, status: &ClaimStatus) -> StatusRecord {
-    let (conditions, texts) = status
+    let (conditions, texts): (Vec<ConditionShape>, _) = status
         .conditions
         .iter()
         .map(|c| {
@@ -262,7 +262,6 @@ fn status_record(name: &str, status: &ClaimStatus) -> StatusRecord {
         Some(r) if r.name == name => AddressRef::OwnName,
         Some(r) => AddressRef::Other(r.name.as_str().into()),
     };
-    let conditions: Vec<ConditionShape> = conditions;
     StatusRecord { shape: Shared::new(StatusShape { address_ref, conditions: conditions.into() }), texts }
 }
 
