@@ -90,9 +90,14 @@ pub fn desired(
     address
 }
 
+/// Whether an `IPAddress` names the claim in its `claimRef`.
+pub fn names(address: &IPAddress, claim: &IPAddressClaim) -> bool {
+    address.spec.claim_ref.name == claim.name_any()
+}
+
 /// Whether an existing `IPAddress` of the claim's name records an address of the claim's pool.
 pub fn belongs_to(address: &IPAddress, claim: &IPAddressClaim, pool: &PoolKey) -> bool {
-    address.spec.claim_ref.name == claim.name_any()
+    names(address, claim)
         && PoolKey::of_address(&address.namespace().unwrap_or_default(), &address.spec.pool_ref, address.annotations())
             .as_ref()
             == Some(pool)

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client, Resource};
-use tracing::warn;
+use kube::{Api, Client, Resource, ResourceExt};
+use tracing::{debug, warn};
+
+use super::error::describe;
 
 use crate::api::CapiVersion;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
@@ -116,7 +118,44 @@ impl Context {
         // A suspended term's Event waits for the fence rather than being refused and lost.
         self.kube.fence.wait_open().await;
         if let Err(error) = self.report.recorder.publish(&event, &object.object_ref(dyntype)).await {
-            warn!(%error, reason, "could not record an event");
+            let object = match object.namespace() {
+                Some(namespace) => format!("{namespace}/{}", object.name_any()),
+                None => object.name_any(),
+            };
+            if namespace_terminating(&error) {
+                debug!(%object, reason, "no event recorded: its namespace is being deleted");
+            } else {
+                warn!(%object, reason, error = %describe(&error), "could not record an event");
+            }
         }
+    }
+}
+
+/// An Event refused because its namespace is being deleted, as every Event of a namespace's
+/// last moments is: expected, and nothing to act on.
+fn namespace_terminating(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403
+        && status.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 403 as the API server writes it, with one cause.
+    fn forbidden(cause: &str) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "unable to create new content",
+            "details": {"kind": "events", "causes": [{"reason": cause, "field": "metadata.namespace"}]},
+        }))
+        .expect("a Status");
+        kube::Error::Api(status.boxed())
+    }
+
+    #[test]
+    fn only_a_namespace_being_deleted_makes_a_refused_event_expected() {
+        assert!(namespace_terminating(&forbidden("NamespaceTerminating")));
+        assert!(!namespace_terminating(&forbidden("FieldValueForbidden")), "another 403 is a warning");
     }
 }

@@ -11,7 +11,8 @@
 //!   distinct address of a slot, which of its two the entry's low bit says).
 //!
 //! Two maps, holder to holds and address to holders, took about 180 bytes per holder at 20,000
-//! (heap profile in docs/perf-notes.md); by the sizes above, this keeps about 60.
+//! (by a heap profile; see docs/perf-notes.md for how to take one); by the sizes above, this keeps
+//! about 60.
 
 use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;

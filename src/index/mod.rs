@@ -323,7 +323,8 @@ impl Index {
             self.wake_conflicting(&mut slot);
         }
         drop(slot);
-        if kind == HoldKind::Object {
+        // Any dropped hold changes the pool's report, as an object's hold does.
+        if kind == HoldKind::Object || ip.is_none() {
             self.trigger(Trigger::Pool(pool.clone()));
         }
         if ip.is_none() {
@@ -411,10 +412,17 @@ impl Index {
                 let until = (self.clock)().saturating_add(self.sticky).unwrap_or(Timestamp::MAX);
                 slot.remember(holder, ip, until);
             }
+            let held = slot.claim_hold(holder).is_some();
             if slot.set_hold(holder, HoldKind::Claim, None) {
                 self.wake_waiting(&mut slot);
             }
             self.wake_conflicting(&mut slot);
+            drop(slot);
+            // The pool's report changes: a pool being deleted may have waited for this very
+            // claim (a claim hold without its IPAddress counts as an address in flight).
+            if held {
+                self.trigger(Trigger::Pool(pool.clone()));
+            }
         }
         self.prune(pool);
     }

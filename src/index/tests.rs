@@ -173,6 +173,22 @@ fn woken_pools(triggers: &mut tokio::sync::mpsc::UnboundedReceiver<Trigger>) -> 
     woken
 }
 
+/// A pool being deleted waits for every reference: its last claim's release must wake it, even
+/// when the claim's `IPAddress` went first (then the claim hold alone kept it, "in flight").
+#[test]
+fn releasing_a_claim_wakes_its_pool_after_its_address_object_went_first() {
+    let (index, mut triggers) = Index::new(Duration::ZERO);
+    let key = ready_pool(&index, &["10.0.0.1-10.0.0.5"]);
+    let ip = index.allocate(&key, &holder("vm"), Request::default()).unwrap();
+    index.set_hold(&key, &holder("vm"), HoldKind::Object, Some(ip));
+    index.set_hold(&key, &holder("vm"), HoldKind::Object, None);
+    assert_eq!(index.report(&key).in_flight, 1, "the claim hold alone is left");
+    woken_pools(&mut triggers);
+    index.release_claim(&key, &holder("vm"));
+    assert_eq!(index.report(&key).in_flight, 0);
+    assert_eq!(woken_pools(&mut triggers), ["p"], "the pool is not woken by the release");
+}
+
 #[test]
 fn pools_listed_at_start_do_not_wake_each_other_but_a_later_edit_wakes_the_pools_it_overlapped_or_overlaps() {
     let (index, mut triggers) = Index::new(Duration::ZERO);

@@ -61,7 +61,7 @@ impl Problem {
                 "the leader-election Lease's namespace does not exist: create it, or point --leader-election-namespace at an existing one; no replica can lead, so nothing is allocated"
             }
             Problem::lease_forbidden => {
-                "RBAC refuses the leader-election Lease: bind the Role of deploy/base/rbac.yaml in the Lease's namespace; no replica can lead, so nothing is allocated"
+                "RBAC refuses the leader-election Lease: bind the Role of deploy/base/leader-election-rbac.yaml in the Lease's namespace; no replica can lead, so nothing is allocated"
             }
             Problem::forbidden => {
                 "RBAC refuses a request ferro-ipam needs: bind the ClusterRole of deploy/base/rbac.yaml to its ServiceAccount; claims are not served"
@@ -191,6 +191,21 @@ mod tests {
         assert_eq!(reconcile_problem(&api(403)), Some(Problem::forbidden));
         for transient in [409, 422, 429, 500, 503] {
             assert_eq!(reconcile_problem(&api(transient)), None, "{transient}");
+        }
+    }
+
+    #[test]
+    fn every_manifest_a_remedy_names_exists_and_holds_the_kind_it_names() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for problem in Problem::ALL {
+            let remedy = problem.remedy();
+            for (at, _) in remedy.match_indices("deploy/") {
+                let path = remedy[at..].split([' ', ';', ',']).next().unwrap_or_default();
+                let text = std::fs::read_to_string(root.join(path))
+                    .unwrap_or_else(|e| panic!("{problem:?} names {path}, which cannot be read: {e}"));
+                let kind = remedy[..at].trim_end().trim_end_matches(" of").rsplit(' ').next().unwrap_or_default();
+                assert!(text.contains(&format!("kind: {kind}\n")), "{problem:?}: {path} holds no {kind}");
+            }
         }
     }
 

@@ -301,6 +301,7 @@ fn assemble(
         features,
         // Read from the cluster by `run`, not from the inventory.
         other_provider: None,
+        other_provider_unchecked: None,
     };
     findings.clean = findings.problems() == 0;
     findings

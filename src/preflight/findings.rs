@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use super::other_provider::{LeaseCheck, OtherProvider, UncheckedLease};
+
 /// The name of an object as findings print it: `<namespace>/<name>` or `<name>`.
 pub(crate) fn object_name<K: kube::Resource>(object: &K) -> String {
     match object.meta().namespace.as_deref() {
@@ -20,8 +22,9 @@ pub(crate) const FORMAT_VERSION: u32 = 1;
 #[serde(rename_all = "camelCase")]
 pub struct Findings {
     pub format_version: u32,
-    /// True when nothing conflicts, no pool is refused or invalid, and every object was readable:
-    /// the exit status is 0 exactly then.
+    /// True when nothing conflicts, no pool is refused or invalid, every object was readable, and
+    /// no other IPAM provider runs (its Lease read and found free): the exit status is 0 exactly
+    /// then.
     pub clean: bool,
     /// The `IPAddressClaim`/`IPAddress` version the API server serves (`v1beta2` or `v1beta1`).
     pub capi_version: String,
@@ -39,18 +42,24 @@ pub struct Findings {
     /// Another IPAM provider whose leader Lease is held and renewed: ferro-ipam would allocate
     /// nothing until it stops.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub other_provider: Option<super::other_provider::OtherProvider>,
+    pub other_provider: Option<OtherProvider>,
+    /// Another IPAM provider's Lease that could not be read: whether it runs is unknown, so the
+    /// check was not done (the exit status is 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_provider_unchecked: Option<UncheckedLease>,
 }
 
 /// Counts of everything else, for scripts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
-    /// `InClusterIPPool` and `GlobalInClusterIPPool` objects.
+    /// Pools of the four kinds (prefix pools when their CRDs serve `v1alpha2`).
     pub pools: usize,
     /// Pools the CRD's rules would refuse or whose spec gives no addresses.
     pub invalid_pools: usize,
-    /// `IPAddress` objects that name one of the two IP pool kinds.
+    /// `IPAddress` objects whose pool (`spec.poolRef`, or the `ferro-ipam.dev/allocated-from`
+    /// annotation) is of one of the four pool kinds, whether or not that pool exists: prefix
+    /// pools' sub-prefixes included.
     pub addresses: usize,
     /// Addresses that live claims would keep.
     pub adopted: usize,
@@ -201,8 +210,31 @@ pub struct PrefixPools {
 }
 
 impl Findings {
-    /// Whether anything stands in the way: the exit status is 1 then.
+    /// Conflicts, refused or invalid pools and unreadable objects: each stands in the way.
     pub fn problems(&self) -> usize {
         self.conflicts.len() + self.summary.invalid_pools + self.unreadable.len()
+    }
+
+    /// Records what was found of another provider's Lease: held, or unreadable, it leaves the
+    /// findings not clean.
+    pub(crate) fn check_lease(&mut self, check: LeaseCheck) {
+        match check {
+            LeaseCheck::Free => {}
+            LeaseCheck::Held(other) => self.other_provider = Some(other),
+            LeaseCheck::Unchecked(unchecked) => self.other_provider_unchecked = Some(unchecked),
+        }
+        self.clean &= self.other_provider.is_none() && self.other_provider_unchecked.is_none();
+    }
+
+    /// 2 when a check could not be done (the findings are incomplete), else 1 when anything
+    /// stands in the way, else 0.
+    pub fn exit_status(&self) -> i32 {
+        if self.other_provider_unchecked.is_some() {
+            super::FAILED
+        } else if self.clean {
+            super::CLEAN
+        } else {
+            super::PROBLEMS
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! `ferro-ipam preflight`: reads a live cluster and tells what ferro-ipam would do with it on
 //! start, without writing anything: the addresses it would adopt, the conflicts it would meet,
-//! the claims that would wait, the pools its CRD would refuse, and the features in use.
+//! the claims that would wait, the pools its CRD would refuse, the features in use, and whether
+//! another IPAM provider runs.
 //!
-//! gather (list calls) -> analyse (pure: the controller's own index and decisions) -> report.
+//! gather (list calls) -> analyse (pure: the controller's own index and decisions) -> the other
+//! provider's Lease (one get) -> report.
 
 mod analyse;
 pub(crate) mod claims;
@@ -37,7 +39,9 @@ pub const CLEAN: i32 = 0;
 /// Exit status when anything would conflict, a pool is refused or invalid, an object unreadable,
 /// or another IPAM provider runs.
 pub const PROBLEMS: i32 = 1;
-/// Exit status when preflight could not look (no cluster, no permission, no CRDs).
+/// Exit status when preflight could not look (no cluster, no permission, no CRDs): then it prints
+/// only the error. Also when it could not read another IPAM provider's Lease: then it prints its
+/// findings, saying that this check was not done and why.
 pub const FAILED: i32 = 2;
 
 /// A client of the cluster `kubeconfig` points at (or the usual one), once it answers.
@@ -57,14 +61,16 @@ pub async fn run(kubeconfig: Option<&std::path::Path>, output: Output) -> anyhow
     let client = connect(kubeconfig).await?;
     let inventory = gather(&client).await?;
     let mut findings = analyse(&inventory, Timestamp::now());
-    findings.other_provider = other_provider::read(&client, crate::other_provider::IN_CLUSTER_LEASE).await;
-    findings.clean &= findings.other_provider.is_none();
+    findings
+        .check_lease(other_provider::read(&client, crate::other_provider::IN_CLUSTER_LEASE, Timestamp::now()).await);
     match output {
         Output::Text => print!("{}", text(&findings)),
         Output::Json => println!("{}", serde_json::to_string_pretty(&findings)?),
     }
-    Ok(if findings.clean { CLEAN } else { PROBLEMS })
+    Ok(findings.exit_status())
 }
 
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod tests;

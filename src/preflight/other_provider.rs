@@ -1,12 +1,16 @@
 //! Whether another IPAM provider runs: its leader Lease held and renewed (client required for
-//! [`read`]; [`held`] is pure). Preflight looks once, so unlike the controller it compares the
-//! Lease's `renewTime` plus `leaseDurationSeconds` with the local clock.
+//! [`read`]; [`held`] and [`LeaseCheck::of`] are pure). Preflight looks once, so unlike the
+//! controller it compares the Lease's `renewTime` plus `leaseDurationSeconds` with the local
+//! clock. A Lease that does not exist means no other provider; a Lease that cannot be read means
+//! the check could not be done, and preflight says so.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::Api;
 use serde::Serialize;
+
+use crate::client::api_errors::describe;
 
 /// Another provider's Lease, held and renewed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -19,6 +23,27 @@ pub struct OtherProvider {
     pub renewed: String,
 }
 
+/// Another provider's Lease that preflight could not read: whether that provider runs is unknown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UncheckedLease {
+    /// `NAMESPACE/NAME` of the Lease.
+    pub lease: String,
+    /// Why it could not be read: the API server's message, code and reason.
+    pub error: String,
+}
+
+/// What preflight found of another provider's Lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LeaseCheck {
+    /// The Lease does not exist, names no holder, or was not renewed within its duration.
+    Free,
+    /// Held and renewed: the other provider runs.
+    Held(OtherProvider),
+    /// The Lease could not be read (anything but 404 Not Found): the check was not done.
+    Unchecked(UncheckedLease),
+}
+
 /// The holder of `spec`, if it names one and its last renewal is less than a lease duration old.
 pub(crate) fn held(spec: &LeaseSpec, now: Timestamp) -> Option<String> {
     let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
@@ -27,15 +52,37 @@ pub(crate) fn held(spec: &LeaseSpec, now: Timestamp) -> Option<String> {
     (renewed + duration > now).then_some(holder)
 }
 
-/// Reads `lease` (`NAMESPACE/NAME`): the other provider, if it is active. A Lease that does not
-/// exist, or cannot be read, counts as no provider.
-pub(crate) async fn read(client: &Client, lease: &str) -> Option<OtherProvider> {
-    let (namespace, name) = lease.split_once('/')?;
+impl LeaseCheck {
+    /// What the answer to reading `lease` (`NAMESPACE/NAME`) means at `now`: `Ok(None)` is a
+    /// Lease that does not exist.
+    pub(crate) fn of(lease: &str, read: Result<Option<Lease>, kube::Error>, now: Timestamp) -> LeaseCheck {
+        let found = match read {
+            Ok(found) => found,
+            Err(error) => {
+                return LeaseCheck::Unchecked(UncheckedLease { lease: lease.to_owned(), error: describe(&error) });
+            }
+        };
+        let Some(spec) = found.and_then(|l| l.spec) else {
+            return LeaseCheck::Free;
+        };
+        match held(&spec, now) {
+            Some(holder) => {
+                let renewed = spec.renew_time.map(|t| t.0.to_string()).unwrap_or_default();
+                LeaseCheck::Held(OtherProvider { lease: lease.to_owned(), holder, renewed })
+            }
+            None => LeaseCheck::Free,
+        }
+    }
+}
+
+/// Reads `lease` (`NAMESPACE/NAME`) once, and says what it means at `now`.
+pub(crate) async fn read(client: &Client, lease: &str, now: Timestamp) -> LeaseCheck {
+    let Some((namespace, name)) = lease.split_once('/') else {
+        let error = format!("{lease:?} is not NAMESPACE/NAME");
+        return LeaseCheck::Unchecked(UncheckedLease { lease: lease.to_owned(), error });
+    };
     let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let spec = api.get_opt(name).await.ok()??.spec?;
-    let holder = held(&spec, Timestamp::now())?;
-    let renewed = spec.renew_time.map(|t| t.0.to_string()).unwrap_or_default();
-    Some(OtherProvider { lease: lease.to_owned(), holder, renewed })
+    LeaseCheck::of(lease, api.get_opt(name).await, now)
 }
 
 #[cfg(test)]

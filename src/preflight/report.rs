@@ -98,7 +98,8 @@ pub fn text(findings: &Findings) -> String {
     out
 }
 
-/// What was read, and another provider that would stop ferro-ipam allocating.
+/// What was read, and another provider that would stop ferro-ipam allocating (or that its Lease
+/// could not be read).
 fn header(findings: &Findings) -> String {
     let s = &findings.summary;
     let mut out = format!(
@@ -110,6 +111,14 @@ fn header(findings: &Findings) -> String {
             out,
             "\nAnother IPAM provider is running: Lease {} held by {}, renewed {}. ferro-ipam would allocate nothing until it stops (see docs/migration.md).",
             other.lease, other.holder, other.renewed
+        );
+    }
+    if let Some(unchecked) = &findings.other_provider_unchecked {
+        let namespace = unchecked.lease.split_once('/').map_or("its namespace", |(namespace, _)| namespace);
+        let _ = writeln!(
+            out,
+            "\nNot checked whether another IPAM provider is running: reading Lease {} failed: {}. While another provider holds that Lease, ferro-ipam would allocate nothing; let preflight get leases in {namespace} (docs/examples/preflight-job.yaml does) and run it again.",
+            unchecked.lease, unchecked.error
         );
     }
     out
@@ -158,10 +167,19 @@ fn feature_lines(out: &mut String, f: &Features) {
     }
 }
 
-/// Whether the cluster is clean, or how many problems to fix first.
+/// Whether the cluster is clean, or how many problems to fix first, and whether a check could
+/// not be done.
 fn verdict_line(out: &mut String, findings: &Findings) {
     let s = &findings.summary;
     let _ = match findings.problems() {
+        0 if findings.other_provider.is_some() => {
+            writeln!(out, "\nNot clean: another IPAM provider is running (see above). Stop it before switching.")
+        }
+        0 if findings.other_provider_unchecked.is_some() => writeln!(
+            out,
+            "\nNothing conflicts, and {} addresses would be adopted; but whether another IPAM provider is running was not checked (see above).",
+            s.adopted
+        ),
         0 => writeln!(out, "\nClean: {} addresses would be adopted, nothing conflicts.", s.adopted),
         n => writeln!(
             out,
@@ -169,6 +187,9 @@ fn verdict_line(out: &mut String, findings: &Findings) {
             s.conflicts, s.invalid_pools, s.unreadable
         ),
     };
+    if findings.problems() > 0 && findings.other_provider_unchecked.is_some() {
+        out.push_str("Whether another IPAM provider is running was not checked either (see above).\n");
+    }
 }
 
 #[cfg(test)]

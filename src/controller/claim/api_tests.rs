@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
-use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
+use crate::api::keys::{ALLOCATED_FROM_ANNOTATION, PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER, VIPS_LABEL};
 use crate::client::Fence;
 use crate::controller::mock_api::{Expect, MockApi, World, path};
 use crate::fixtures::{self, check, finalizers, holder, ip, owners};
@@ -173,6 +173,7 @@ async fn a_claim_gone_before_its_status_is_written_takes_its_new_address_with_it
     let mut created = address("10.0.0.10", &[PROTECT_ADDRESS_FINALIZER]);
     created["metadata"]["ownerReferences"] =
         json!([{"apiVersion": IPAM, "kind": "IPAddressClaim", "name": "c", "uid": "c-uid"}]);
+    created["metadata"]["uid"] = json!("addr-uid");
     let (client, api) = MockApi::client(vec![
         Expect::new(Method::PATCH, claims("c")).answer(200, written_claim("2")),
         Expect::new(Method::POST, addresses(None)).answer(201, created.clone()),
@@ -183,7 +184,11 @@ async fn a_claim_gone_before_its_status_is_written_takes_its_new_address_with_it
                 check(!finalizers(body).iter().any(|f| f == PROTECT_ADDRESS_FINALIZER), "the protection stays")
             })
             .answer(200, address("10.0.0.10", &[])),
-        Expect::new(Method::DELETE, addresses(Some("c"))).answer(200, address("10.0.0.10", &[])),
+        Expect::new(Method::DELETE, addresses(Some("c")))
+            .body(|body| {
+                check(body["preconditions"]["uid"] == "addr-uid", "the delete is not bound to the object judged")
+            })
+            .answer(200, address("10.0.0.10", &[])),
     ]);
     let world = World::new(client);
     let pool = with_pool(&world);
@@ -202,6 +207,18 @@ fn protection_dropped() -> Expect {
         .answer(200, address("10.0.0.12", &[]))
 }
 
+/// A world whose pool holds 10.0.0.12 for claim `c`, with its protected `IPAddress` (uid
+/// `addr-uid`) in the cache.
+fn with_held_address(client: kube::Client) -> (World, PoolKey) {
+    let mut world = World::new(client);
+    let pool = with_pool(&world);
+    let mut cached = address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER]);
+    cached["metadata"]["uid"] = json!("addr-uid");
+    world.addresses.apply(&Event::Apply(serde_json::from_value(cached).unwrap()));
+    world.ctx.index.adopt(&pool, &holder("c"), ip("10.0.0.12"), true).unwrap();
+    (world, pool)
+}
+
 fn deleted_claim() -> crate::api::capi::IPAddressClaim {
     let mut claim = fixtures::claim("c", "pool");
     claim.metadata.finalizers = Some(vec![RELEASE_ADDRESS_FINALIZER.into()]);
@@ -214,22 +231,68 @@ async fn a_deleted_claim_unprotects_and_deletes_its_address_then_drops_its_final
     let (client, api) = MockApi::client(vec![
         protection_dropped(),
         // Someone deleted it meanwhile, and the claim is gone by the time its finalizer is.
-        Expect::new(Method::DELETE, addresses(Some("c"))).refuse(404, "NotFound"),
+        Expect::new(Method::DELETE, addresses(Some("c")))
+            .body(|body| {
+                check(body["preconditions"]["uid"] == "addr-uid", "the delete is not bound to the object judged")
+            })
+            .refuse(404, "NotFound"),
         Expect::new(Method::PATCH, claims("c"))
             .body(|body| check(finalizers(body).is_empty(), "the release finalizer stays"))
             .refuse(404, "NotFound"),
     ]);
-    let mut world = World::new(client);
-    let pool = with_pool(&world);
-    let cached: crate::api::capi::IPAddress =
-        serde_json::from_value(address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER])).unwrap();
-    world.addresses.apply(&Event::Apply(cached));
-    world.ctx.index.adopt(&pool, &holder("c"), ip("10.0.0.12"), true).unwrap();
+    let (world, pool) = with_held_address(client);
 
     super::reconcile(Arc::new(deleted_claim()), world.ctx.clone()).await.expect("the claim is released");
 
     api.finish();
     assert_eq!(world.ctx.index.claim_hold(&pool, &holder("c")), None, "the address is free again");
+}
+
+#[tokio::test]
+async fn a_release_whose_address_was_replaced_meanwhile_keeps_the_claims_finalizer_and_looks_again() {
+    // The delete is bound to the object judged (409: another object of the name stands there
+    // now); the claim keeps its finalizer, so that the release is tried again on what is there.
+    let (client, api) = MockApi::client(vec![
+        protection_dropped(),
+        Expect::new(Method::DELETE, addresses(Some("c"))).refuse(409, "Conflict"),
+    ]);
+    let (world, pool) = with_held_address(client);
+
+    let action = super::reconcile(Arc::new(deleted_claim()), world.ctx.clone()).await.expect("looks again");
+
+    api.finish();
+    assert!(action.requeue_after().is_some(), "the release is not tried again");
+    assert_eq!(world.ctx.index.claim_hold(&pool, &holder("c")), Some(ip("10.0.0.12")), "the hold stays");
+}
+
+#[tokio::test]
+async fn a_deleted_purpose_claim_whose_pool_the_index_does_not_know_still_releases_its_address() {
+    // The index holds nothing for the claim, so its pool is unknown: the IPAddress the API server
+    // has, owned by the claim, says which pool it came from, and goes.
+    let mut live = address("10.0.0.12", &[PROTECT_ADDRESS_FINALIZER]);
+    live["metadata"]["uid"] = json!("addr-uid");
+    live["metadata"]["annotations"] = json!({ALLOCATED_FROM_ANNOTATION: "InClusterIPPool/vips"});
+    live["spec"]["poolRef"]["name"] = json!(VIPS_LABEL);
+    live["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": IPAM, "kind": "IPAddressClaim", "name": "c", "uid": "c-uid", "controller": true}]);
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::GET, addresses(Some("c"))).answer(200, live),
+        protection_dropped(),
+        Expect::new(Method::DELETE, addresses(Some("c")))
+            .body(|body| {
+                check(body["preconditions"]["uid"] == "addr-uid", "the delete is not bound to the object judged")
+            })
+            .answer(200, address("10.0.0.12", &[])),
+        Expect::new(Method::PATCH, claims("c"))
+            .body(|body| check(finalizers(body).is_empty(), "the release finalizer stays"))
+            .answer(200, written_claim("9")),
+    ]);
+    let world = World::new(client);
+    let mut claim = deleted_claim();
+    claim.spec.pool_ref.name = VIPS_LABEL.into();
+
+    super::reconcile(Arc::new(claim), world.ctx.clone()).await.expect("the claim is released");
+    api.finish();
 }
 
 #[tokio::test]

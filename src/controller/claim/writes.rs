@@ -123,28 +123,36 @@ async fn discard_unpublished(
         %conflict,
         "the claim's IPAddress was never named by its status and another holder has its address: deleting it, then allocating anew"
     );
-    // Only the object judged here: a newer one of the same name is left alone (409).
-    let exactly = Preconditions { uid: existing.metadata.uid.clone(), resource_version: None };
-    delete_address(ctx, holder, existing, Some(exactly)).await?;
+    // Only the object judged here: a newer one of the same name is left alone.
+    delete_address(ctx, holder, existing).await?;
     Err(Unfulfilled::Recreating.into())
 }
 
-/// Unprotects and deletes the claim's `IPAddress` (gone already is fine, and so is another
-/// object of its name when `preconditions` name this one).
-pub async fn delete_address(
-    ctx: &Context,
-    holder: &HolderKey,
-    existing: &IPAddress,
-    preconditions: Option<Preconditions>,
-) -> Result<()> {
+/// What became of an `IPAddress` [`delete_address`] was asked to delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// Deleted now, or gone already.
+    Gone,
+    /// Another object of its name stands in its place (another UID), and is left alone.
+    Replaced,
+}
+
+/// Unprotects and deletes the claim's `IPAddress`: that object only, the one judged (by UID,
+/// and its finalizer patch by resource version), never whatever of its name exists by then.
+pub async fn delete_address(ctx: &Context, holder: &HolderKey, existing: &IPAddress) -> Result<Deleted> {
     if let Some(patch) = finalizers::without_finalizer(existing, PROTECT_ADDRESS_FINALIZER) {
-        patch_address(ctx, holder, &patch).await?;
+        match patch_address(ctx, holder, &patch).await {
+            Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) => return Ok(Deleted::Gone),
+            other => other?,
+        }
     }
-    let exact = preconditions.is_some();
-    let params = DeleteParams { preconditions, ..DeleteParams::default() };
+    let exactly = Preconditions { uid: existing.metadata.uid.clone(), resource_version: None };
+    let params = DeleteParams { preconditions: Some(exactly), ..DeleteParams::default() };
+    ctx.kube.fence.wait_open().await;
     match ctx.address_api(&holder.namespace).delete(&holder.name, &params).await {
-        Ok(_) => Ok(()),
-        Err(e) if status_code(&e) == Some(404) || (exact && status_code(&e) == Some(409)) => Ok(()),
+        Ok(_) => Ok(Deleted::Gone),
+        Err(e) if status_code(&e) == Some(404) => Ok(Deleted::Gone),
+        Err(e) if status_code(&e) == Some(409) => Ok(Deleted::Replaced),
         Err(e) => Err(Error::kube(format!("deleting IPAddress {holder}"), e)),
     }
 }

@@ -37,7 +37,16 @@ fn vip_claim() -> IPAddressClaim {
     }))
     .unwrap()]);
     claim.status = serde_json::from_value(json!({"addressRef": {"name": super::claim_name("wl")}})).unwrap();
+    claim.metadata.uid = Some("vip-uid".into());
     claim
+}
+
+/// The Cluster with its endpoint at `host`.
+fn with_endpoint(host: &str) -> Cluster {
+    let mut cluster = opted_in();
+    cluster.spec.control_plane_endpoint =
+        Some(crate::api::capi::ApiEndpoint { host: Some(host.into()), port: Some(6443) });
+    cluster
 }
 
 fn vip_address(ip: &str) -> IPAddress {
@@ -104,6 +113,7 @@ async fn the_claims_address_becomes_the_endpoint_guarded_by_the_clusters_version
 async fn a_deleted_cluster_releases_its_vip_claim_tolerating_a_404() {
     let (client, api) = MockApi::client(vec![
         Expect::new(Method::DELETE, path(IPAM, "ns", "ipaddressclaims", Some("wl-control-plane-vip")))
+            .body(|body| check(body["preconditions"]["uid"] == "vip-uid", "the delete is not for the claim judged"))
             .refuse(404, "NotFound"),
         event("ControlPlaneVIPReleased"),
     ]);
@@ -125,5 +135,80 @@ async fn a_claim_of_the_vip_claims_name_that_is_not_the_clusters_is_left_alone_a
     let _ = world.claims.apply(&Event::Apply(foreign));
 
     super::reconcile(Arc::new(opted_in()), world.ctx.clone()).await.expect("reported");
+    api.finish();
+}
+
+#[tokio::test]
+async fn a_vip_claim_whose_address_is_not_seen_is_left_alone_whatever_the_endpoint() {
+    // A restart lists the claim before its IPAddress, or the IPAddress was deleted by hand: the
+    // endpoint may be this claim's own address. Nothing is written (the script is empty).
+    let (client, api) = MockApi::client(vec![]);
+    let world = World::new(client);
+    let _ = world.claims.apply(&Event::Apply(vip_claim()));
+
+    super::reconcile(Arc::new(with_endpoint("10.0.0.5")), world.ctx.clone()).await.expect("waits");
+    api.finish();
+}
+
+#[tokio::test]
+async fn nothing_is_judged_before_the_index_is_complete() {
+    let (client, api) = MockApi::client(vec![]);
+    let world = World::new(client);
+    world.ctx.index.set_stale();
+    let _ = world.claims.apply(&Event::Apply(vip_claim()));
+    let cluster = Arc::new(with_endpoint("10.0.0.5"));
+    let waiting = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        super::reconcile(cluster.clone(), world.ctx.clone()),
+    )
+    .await;
+    assert!(waiting.is_err(), "the reconcile went on before the index was complete");
+    // Complete, the address is seen to be the endpoint: still nothing to write.
+    let mut addresses = world.addresses;
+    addresses.apply(&Event::Apply(vip_address("10.0.0.5")));
+    world.ctx.index.set_ready();
+    super::reconcile(cluster, world.ctx.clone()).await.expect("kept");
+    api.finish();
+}
+
+#[tokio::test]
+async fn a_vip_claim_holding_another_address_than_the_endpoint_is_deleted_by_uid() {
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::DELETE, path(IPAM, "ns", "ipaddressclaims", Some("wl-control-plane-vip")))
+            .body(|body| check(body["preconditions"]["uid"] == "vip-uid", "the delete is not for the claim judged"))
+            .answer(200, serde_json::to_value(vip_claim()).unwrap()),
+        event("ControlPlaneVIPReleased"),
+    ]);
+    let mut world = World::new(client);
+    let _ = world.claims.apply(&Event::Apply(vip_claim()));
+    world.addresses.apply(&Event::Apply(vip_address("10.0.0.6")));
+
+    super::reconcile(Arc::new(with_endpoint("192.0.2.10")), world.ctx.clone()).await.expect("released");
+    api.finish();
+}
+
+#[tokio::test]
+async fn the_finalizer_stays_while_the_api_server_still_has_the_vip_claim() {
+    // The cache has not listed the claim yet; the API server has it.
+    let claim_path = path(IPAM, "ns", "ipaddressclaims", Some("wl-control-plane-vip"));
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::GET, &claim_path).answer(200, serde_json::to_value(vip_claim()).unwrap()),
+    ]);
+    let world = World::new(client);
+    let mut cluster = opted_in();
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+
+    super::reconcile(Arc::new(cluster.clone()), world.ctx.clone()).await.expect("waits");
+    api.finish();
+
+    // Once the API server says it is gone, the finalizer goes.
+    let (client, api) = MockApi::client(vec![
+        Expect::new(Method::GET, &claim_path).refuse(404, "NotFound"),
+        Expect::new(Method::PATCH, path("cluster.x-k8s.io/v1beta2", "ns", "clusters", Some("wl")))
+            .body(|body| check(body["metadata"]["finalizers"] == json!([]), "the finalizer is not dropped"))
+            .answer(200, serde_json::to_value(opted_in()).unwrap()),
+    ]);
+    let world = World::new(client);
+    super::reconcile(Arc::new(cluster), world.ctx.clone()).await.expect("dropped");
     api.finish();
 }

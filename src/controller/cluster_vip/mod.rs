@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{ApiResource, DeleteParams, Patch};
+use kube::api::{ApiResource, DeleteParams, Patch, Preconditions};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use tracing::{debug, info};
@@ -27,7 +27,7 @@ use super::context::Context;
 use super::error::{Error, Result, status_code};
 use super::finalizers;
 use crate::api::capi::cluster_is_paused;
-use plan::{Observed, Step};
+use plan::{Observed, Step, VipAddress};
 
 /// How soon a Cluster whose VIP claim is being served or released is looked at again.
 const CLAIM_IN_FLIGHT: Duration = Duration::from_secs(2);
@@ -88,11 +88,21 @@ fn is_vip_claim_of(claim: &IPAddressClaim, cluster: &Cluster) -> bool {
         && claim.owner_references().iter().any(|o| Some(&o.uid) == cluster.metadata.uid.as_ref())
 }
 
-/// The claim's address, once its `IPAddress` is written.
-fn address_of(claim: &IPAddressClaim, ctx: &Context) -> Option<IpAddr> {
-    let name = claim.status.as_ref()?.address_ref.as_ref()?.name.clone();
-    let address = ctx.cached_address(&claim.namespace().unwrap_or_default(), &name)?;
-    address.spec.address.parse().ok()
+/// What the complete address cache says of the claim's address. An `IPAddress` its status
+/// names but the cache does not hold, or one that does not name the claim or records no
+/// address, is unseen: unknown, never absent.
+fn address_of(claim: &IPAddressClaim, ctx: &Context) -> VipAddress {
+    let Some(name) = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).map(|r| r.name.clone()) else {
+        return VipAddress::Pending;
+    };
+    if name.is_empty() {
+        return VipAddress::Pending;
+    }
+    let cached = ctx.cached_address(&claim.namespace().unwrap_or_default(), &name);
+    let known = cached
+        .filter(|a| a.spec.claim_ref.name == claim.name_any())
+        .and_then(|a| a.spec.address.parse::<IpAddr>().ok());
+    known.map_or(VipAddress::Unseen, VipAddress::Known)
 }
 
 async fn patch_cluster(ctx: &Context, cluster: &Cluster, patch: &Value, what: &str) -> Result<()> {
@@ -106,8 +116,11 @@ async fn patch_cluster(ctx: &Context, cluster: &Cluster, patch: &Value, what: &s
     Ok(())
 }
 
-/// Reconciles one Cluster's control-plane VIP: load, plan, carry the step out.
+/// Reconciles one Cluster's control-plane VIP: load, plan, carry the step out. Nothing is
+/// judged before the index is complete: until then the address cache may not hold the VIP
+/// claim's `IPAddress` yet.
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.index.wait_ready().await;
     let vip = Vip::new(&cluster, &ctx);
     let claim = match vip.load_claim() {
         VipClaim::Claim(claim) => claim,
@@ -116,11 +129,13 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
             return Ok(Action::await_change());
         }
     };
-    let address = claim.as_deref().and_then(|c| address_of(c, &ctx));
+    let address = claim.as_deref().map_or(VipAddress::Pending, |c| address_of(c, &ctx));
     let step = plan::plan(&Observed { cluster: &cluster, claim: claim.as_deref(), address });
     // A claim being served or released changes through another watch than the store read here.
-    let claim_in_flight = claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some() || address.is_none());
-    vip.carry_out(step, claim_in_flight).await
+    let claim_in_flight = claim
+        .as_ref()
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_some() || !matches!(address, VipAddress::Known(_)));
+    vip.carry_out(step, claim.as_deref(), claim_in_flight).await
 }
 
 /// The Cluster's VIP claim as the cache has it.
@@ -169,15 +184,17 @@ impl<'a> Vip<'a> {
 
     /// Carries out the plan's step, then waits for the next change (or, while the claim is in
     /// flight and there is nothing to do, looks again shortly).
-    async fn carry_out(&self, step: Step, claim_in_flight: bool) -> Result<Action> {
-        match step {
-            Step::Nothing(why) => return Ok(self.nothing_to_do(&why, claim_in_flight)),
-            Step::BadLabel(message) => self.publish(true, "InvalidControlPlaneVIPLabel", message).await,
-            Step::AddFinalizer => self.add_finalizer().await?,
-            Step::CreateClaim => self.create_claim().await?,
-            Step::WriteEndpoint { host, port } => self.write_endpoint(&host, port).await?,
-            Step::DeleteClaim(why) => self.delete_claim(&why).await?,
-            Step::DropFinalizer => self.drop_finalizer().await?,
+    async fn carry_out(&self, step: Step, claim: Option<&IPAddressClaim>, claim_in_flight: bool) -> Result<Action> {
+        match (step, claim) {
+            (Step::Nothing(why), _) => return Ok(self.nothing_to_do(&why, claim_in_flight)),
+            (Step::BadLabel(message), _) => self.publish(true, "InvalidControlPlaneVIPLabel", message).await,
+            (Step::AddFinalizer, _) => self.add_finalizer().await?,
+            (Step::CreateClaim, _) => self.create_claim().await?,
+            (Step::WriteEndpoint { host, port }, _) => self.write_endpoint(&host, port).await?,
+            (Step::DeleteClaim(why), Some(claim)) => self.delete_claim(claim, &why).await?,
+            // The plan deletes only a claim it was shown.
+            (Step::DeleteClaim(_), None) => {}
+            (Step::DropFinalizer, _) => return self.drop_finalizer().await,
         }
         Ok(Action::await_change())
     }
@@ -227,10 +244,14 @@ impl<'a> Vip<'a> {
         Ok(())
     }
 
-    /// Deletes the VIP claim, which releases its address; one already gone (404) is fine.
-    async fn delete_claim(&self, why: &str) -> Result<()> {
+    /// Deletes the VIP claim judged here, that one only (by UID), which releases its address.
+    /// One already gone (404) is fine; a newer claim of its name (409) is looked at again.
+    async fn delete_claim(&self, claim: &IPAddressClaim, why: &str) -> Result<()> {
         let (namespace, name) = (&self.namespace, &self.name);
-        match self.ctx.claim_api(namespace).delete(name, &DeleteParams::default()).await {
+        let exactly = Preconditions { uid: claim.metadata.uid.clone(), resource_version: None };
+        let params = DeleteParams { preconditions: Some(exactly), ..DeleteParams::default() };
+        self.ctx.kube.fence.wait_open().await;
+        match self.ctx.claim_api(namespace).delete(name, &params).await {
             Ok(_) => {}
             Err(e) if status_code(&e) == Some(404) => {}
             Err(e) => return Err(Error::kube(format!("deleting IPAddressClaim {namespace}/{name}"), e)),
@@ -240,15 +261,27 @@ impl<'a> Vip<'a> {
         Ok(())
     }
 
-    /// Drops the finalizer once the VIP claim is gone; a Cluster already gone (404) is fine.
-    async fn drop_finalizer(&self) -> Result<()> {
+    /// Drops the finalizer once the VIP claim is gone, as the API server says, not the cache: a
+    /// claim not listed yet is not absent. A Cluster already gone (404) is fine.
+    async fn drop_finalizer(&self) -> Result<Action> {
+        let (namespace, name) = (&self.namespace, &self.name);
+        let live = self
+            .ctx
+            .claim_api(namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("reading IPAddressClaim {namespace}/{name}"), e))?;
+        if live.is_some_and(|claim| is_vip_claim_of(&claim, self.cluster)) {
+            debug!(cluster = %self.cluster.name_any(), claim = %name, "the VIP claim exists still; the finalizer stays");
+            return Ok(Action::requeue(CLAIM_IN_FLIGHT));
+        }
         if let Some(patch) = finalizers::without_finalizer(self.cluster, CONTROL_PLANE_VIP_FINALIZER) {
             match patch_cluster(self.ctx, self.cluster, &patch, "dropping the control-plane VIP finalizer").await {
                 Err(Error::Kube { source, .. }) if status_code(&source) == Some(404) => {}
                 other => other?,
             }
         }
-        Ok(())
+        Ok(Action::await_change())
     }
 
     /// Says something about the Cluster as an Event on it.

@@ -17,8 +17,21 @@ pub struct Observed<'a> {
     pub cluster: &'a Cluster,
     /// The Cluster's VIP claim, if it exists.
     pub claim: Option<&'a IPAddressClaim>,
-    /// The claim's address, once its `IPAddress` is written.
-    pub address: Option<IpAddr>,
+    /// What is known of the claim's address.
+    pub address: VipAddress,
+}
+
+/// What is known of the VIP claim's address. Only a known address can differ from the
+/// endpoint: an `IPAddress` the cache has not shown is unknown, never absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VipAddress {
+    /// The claim's status names no `IPAddress` yet.
+    Pending,
+    /// The claim's status names an `IPAddress` the cache does not hold: one written a moment
+    /// ago, or deleted by hand and being made again with the same address.
+    Unseen,
+    /// The address its `IPAddress` records.
+    Known(IpAddr),
 }
 
 /// The one thing to do now.
@@ -80,15 +93,7 @@ pub fn plan(observed: &Observed) -> Step {
         Err(message) => return Step::BadLabel(message),
     };
     if let Some(host) = endpoint_host(cluster) {
-        let ours = observed.address.is_some_and(|ip| host.parse::<IpAddr>().ok() == Some(ip));
-        return match observed.claim {
-            _ if ours && !finalized => Step::AddFinalizer,
-            _ if ours => Step::Nothing("the endpoint is the VIP".into()),
-            Some(_) if !claim_deleting => {
-                Step::DeleteClaim(format!("spec.controlPlaneEndpoint.host was set to {host} by someone else"))
-            }
-            _ => Step::Nothing(format!("spec.controlPlaneEndpoint.host is already {host}; it is never overwritten")),
-        };
+        return with_endpoint(host, observed, finalized, claim_deleting);
     }
     if !finalized {
         return Step::AddFinalizer;
@@ -96,8 +101,35 @@ pub fn plan(observed: &Observed) -> Step {
     match (observed.claim, observed.address) {
         (None, _) => Step::CreateClaim,
         (Some(_), _) if claim_deleting => Step::Nothing("the old VIP claim is being deleted".into()),
-        (Some(_), Some(ip)) => Step::WriteEndpoint { host: ip.to_string(), port },
-        (Some(_), None) => Step::Nothing("waiting for the VIP claim's address".into()),
+        (Some(_), VipAddress::Known(ip)) => Step::WriteEndpoint { host: ip.to_string(), port },
+        (Some(_), _) => Step::Nothing("waiting for the VIP claim's address".into()),
+    }
+}
+
+/// The Cluster has an endpoint: ours when the VIP claim's known address is that host. The claim
+/// goes back to its pool only when its address is known and is another: a claim whose address
+/// is pending or not yet seen is waited for, whatever the endpoint says.
+fn with_endpoint(host: &str, observed: &Observed, finalized: bool, claim_deleting: bool) -> Step {
+    let Some(_) = observed.claim else {
+        return Step::Nothing(format!("spec.controlPlaneEndpoint.host is already {host}; it is never overwritten"));
+    };
+    if claim_deleting {
+        return Step::Nothing("the old VIP claim is being deleted".into());
+    }
+    match observed.address {
+        VipAddress::Known(ip) if host.parse::<IpAddr>().ok() == Some(ip) => match finalized {
+            true => Step::Nothing("the endpoint is the VIP".into()),
+            false => Step::AddFinalizer,
+        },
+        VipAddress::Known(ip) => Step::DeleteClaim(format!(
+            "spec.controlPlaneEndpoint.host was set to {host} by someone else, and the VIP claim holds {ip}"
+        )),
+        VipAddress::Unseen => Step::Nothing(format!(
+            "the VIP claim's IPAddress is not seen yet; the endpoint {host} is judged once it is"
+        )),
+        VipAddress::Pending => {
+            Step::Nothing(format!("the VIP claim has no address yet; the endpoint {host} is judged once it has"))
+        }
     }
 }
 
@@ -120,19 +152,22 @@ mod tests {
         c
     }
 
-    fn ip(s: &str) -> Option<IpAddr> {
-        s.parse().ok()
+    fn ip(s: &str) -> VipAddress {
+        VipAddress::Known(s.parse().unwrap())
     }
 
     #[test]
     fn opted_in_cluster_gets_finalizer_then_claim_then_endpoint() {
         let mut c = opted_in("true");
         c.metadata.finalizers = None;
-        assert_eq!(plan(&Observed { cluster: &c, claim: None, address: None }), Step::AddFinalizer);
+        assert_eq!(plan(&Observed { cluster: &c, claim: None, address: VipAddress::Pending }), Step::AddFinalizer);
         let c = opted_in("true");
-        assert_eq!(plan(&Observed { cluster: &c, claim: None, address: None }), Step::CreateClaim);
+        assert_eq!(plan(&Observed { cluster: &c, claim: None, address: VipAddress::Pending }), Step::CreateClaim);
         let vip = claim("wl-control-plane-vip", "cluster-api-vips");
-        assert!(matches!(plan(&Observed { cluster: &c, claim: Some(&vip), address: None }), Step::Nothing(_)));
+        assert!(matches!(
+            plan(&Observed { cluster: &c, claim: Some(&vip), address: VipAddress::Pending }),
+            Step::Nothing(_)
+        ));
         assert_eq!(
             plan(&Observed { cluster: &c, claim: Some(&vip), address: ip("10.0.0.5") }),
             Step::WriteEndpoint { host: "10.0.0.5".into(), port: 6443 }
@@ -154,7 +189,7 @@ mod tests {
         );
         let bad = opted_in("yes");
         assert!(
-            matches!(plan(&Observed { cluster: &bad, claim: None, address: None }), Step::BadLabel(m) if m.contains("\"yes\""))
+            matches!(plan(&Observed { cluster: &bad, claim: None, address: VipAddress::Pending }), Step::BadLabel(m) if m.contains("\"yes\""))
         );
         assert!(port("70000").is_err());
     }
@@ -162,7 +197,7 @@ mod tests {
     #[test]
     fn an_endpoint_set_by_someone_else_is_never_overwritten() {
         let c = with_host(opted_in("true"), "192.0.2.10");
-        assert!(matches!(plan(&Observed { cluster: &c, claim: None, address: None }), Step::Nothing(_)));
+        assert!(matches!(plan(&Observed { cluster: &c, claim: None, address: VipAddress::Pending }), Step::Nothing(_)));
         // A VIP claimed before the user set the endpoint goes back to the pool.
         let vip = claim("wl-control-plane-vip", "cluster-api-vips");
         assert!(matches!(
@@ -175,9 +210,15 @@ mod tests {
     fn paused_or_unlabelled_clusters_are_left_alone() {
         let mut paused = opted_in("true");
         paused.spec.paused = Some(true);
-        assert!(matches!(plan(&Observed { cluster: &paused, claim: None, address: None }), Step::Nothing(_)));
+        assert!(matches!(
+            plan(&Observed { cluster: &paused, claim: None, address: VipAddress::Pending }),
+            Step::Nothing(_)
+        ));
         let plain = cluster("wl");
-        assert!(matches!(plan(&Observed { cluster: &plain, claim: None, address: None }), Step::Nothing(_)));
+        assert!(matches!(
+            plan(&Observed { cluster: &plain, claim: None, address: VipAddress::Pending }),
+            Step::Nothing(_)
+        ));
     }
 
     #[test]
@@ -194,6 +235,35 @@ mod tests {
             plan(&Observed { cluster: &c, claim: Some(&vip), address: ip("10.0.0.5") }),
             Step::Nothing(_)
         ));
-        assert_eq!(plan(&Observed { cluster: &c, claim: None, address: None }), Step::DropFinalizer);
+        assert_eq!(plan(&Observed { cluster: &c, claim: None, address: VipAddress::Pending }), Step::DropFinalizer);
+    }
+
+    #[test]
+    fn a_claim_whose_address_is_not_known_is_never_released_for_the_endpoint() {
+        // After a restart the claim is listed before its IPAddress; an IPAddress deleted by hand
+        // is made again. Either way the endpoint may well be this very claim's address.
+        let c = with_host(opted_in("true"), "10.0.0.5");
+        let vip = claim("wl-control-plane-vip", "cluster-api-vips");
+        for address in [VipAddress::Unseen, VipAddress::Pending] {
+            let step = plan(&Observed { cluster: &c, claim: Some(&vip), address });
+            assert!(matches!(step, Step::Nothing(_)), "{address:?}: {step:?}");
+        }
+        // Once seen, its own address is kept and another one released.
+        assert!(matches!(
+            plan(&Observed { cluster: &c, claim: Some(&vip), address: ip("10.0.0.5") }),
+            Step::Nothing(_)
+        ));
+        let other = plan(&Observed { cluster: &c, claim: Some(&vip), address: ip("10.0.0.6") });
+        assert!(matches!(&other, Step::DeleteClaim(why) if why.contains("10.0.0.6")), "{other:?}");
+    }
+
+    #[test]
+    fn an_endpoint_found_to_be_the_vip_gets_the_finalizer_even_unfinalized() {
+        let mut c = with_host(opted_in("true"), "fd00::5");
+        c.metadata.finalizers = None;
+        let vip = claim("wl-control-plane-vip", "cluster-api-vips");
+        // The same address, written another way, is the same host.
+        let step = plan(&Observed { cluster: &c, claim: Some(&vip), address: ip("fd00:0::5") });
+        assert_eq!(step, Step::AddFinalizer);
     }
 }

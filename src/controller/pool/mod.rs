@@ -51,8 +51,18 @@ pub async fn reconcile<K: PoolObject>(pool: Arc<K>, ctx: Arc<Context>) -> Result
         Protection::Keep { deleting_with } => deleting_with,
     };
     ctx.report.metrics.set_pool(&key, &report);
-    write_status(&ctx, pool.as_ref(), &key, &report, deleting_with).await
+    let action = write_status(&ctx, pool.as_ref(), &key, &report, deleting_with).await?;
+    // A pool being deleted is woken by each reference that goes; it also looks again now and
+    // then, so that its deletion never hangs on one wake-up missed.
+    Ok(if deleting_with.is_some() && action == Action::await_change() {
+        Action::requeue(DELETING_LOOK_AGAIN)
+    } else {
+        action
+    })
 }
+
+/// How often a pool being deleted, still referenced, looks again without being woken.
+const DELETING_LOOK_AGAIN: Duration = Duration::from_secs(30);
 
 /// How long a protected pool whose status was written just now waits before its report is
 /// made. It would wait in [`write_status`] anyway (see WriteThrottle), and its report walks

@@ -89,7 +89,7 @@ impl PoolMarker {
                     secondary: None,
                 };
                 if let Err(error) = self.recorder.publish(&event, &pool.object_ref(&())).await {
-                    warn!(pool = %pool.key(), %error, "could not record an event");
+                    warn!(pool = %pool.key(), error = %crate::controller::error::describe(&error), "could not record an event");
                 }
             }
             marked += usize::from(self.write_condition(&pool, message, now).await);
