@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod clock;
 pub mod cluster;
+pub mod cluster_writes;
 pub mod gotools;
 pub mod https;
 pub mod invariants;

@@ -1,7 +1,7 @@
 //! Fault injection: two replicas of the real binary with a short lease, a storm of claims, and
 //! a fault in the middle of it: the API server or etcd stopped and started again, the leader
 //! frozen, the leader partitioned, a forced relist, skewed clocks, a conflicting `IPAddress`,
-//! SIGTERM in every state. After each: the invariants of the objects, allocation windows that
+//! SIGTERM in every state, restarts and a takeover with control-plane VIPs in use. After each: the invariants of the objects, allocation windows that
 //! never overlap (from the replicas' logs), and every claim served promptly once the fault ends.
 //!
 //! Tests that stop, restart or freeze the control plane start one of their own; the others
@@ -16,6 +16,7 @@ mod rig;
 mod shutdown;
 mod skew;
 mod storm;
+mod vips;
 
 use std::time::Duration;
 

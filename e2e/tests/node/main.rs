@@ -12,6 +12,7 @@ mod install;
 mod metrics;
 mod migration;
 mod paths;
+mod rollout_vips;
 mod takeover;
 mod under_load;
 

@@ -167,30 +167,68 @@ fn addresses_in_cluster() -> usize {
     list["items"].as_array().map_or(0, Vec::len)
 }
 
-/// Runs docs/examples/preflight-job.yaml with ferro-ipam's image: it must complete (exit 0),
-/// adopting every address there is.
-fn preflight_job() {
+/// What preflight must say of the in-cluster provider at a step of the runbook.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Other {
+    /// Still running: reported, and the Job fails (exit 1) for that alone.
+    Running,
+    /// Stopped and its Lease lapsed: the Job completes (exit 0).
+    Gone,
+}
+
+/// Runs docs/examples/preflight-job.yaml with ferro-ipam's image: it adopts every address there
+/// is and finds no conflict; it completes, or, while the in-cluster provider runs, fails for
+/// that alone.
+fn preflight_job(other: Other) {
     let addresses = addresses_in_cluster();
     let example = repo_root().join("docs/examples/preflight-job.yaml");
     kubectl(&["delete", "-f", &example.to_string_lossy(), "--ignore-not-found", "--wait"]);
     let started = Instant::now();
     kubectl(&["apply", "-f", &example.to_string_lossy()]);
-    let done = cluster().kubectl_ok(&[
-        "wait",
-        "-n",
-        "ferro-ipam-preflight",
-        "--for=condition=Complete",
-        "job/preflight",
-        "--timeout=120s",
-    ]);
+    let ended = wait_until(Duration::from_secs(120), || job_ended().is_some());
     let log = cluster().kubectl_ok(&["logs", "-n", "ferro-ipam-preflight", "job/preflight"]).unwrap_or_default();
-    done.unwrap_or_else(|e| panic!("the preflight Job did not complete: {e:#}\n{log}"));
+    assert!(ended, "the preflight Job did not end within 120 s\n{log}");
     let report: Value = serde_json::from_str(&log).unwrap_or_else(|e| panic!("preflight's JSON ({e}): {log}"));
-    assert_eq!(report["clean"], true, "{report}");
+    let expected = match other {
+        Other::Running => (Some(false), false, false),
+        Other::Gone => (Some(true), true, true),
+    };
+    let found = (job_ended(), report["clean"] == true, report["otherProvider"].is_null());
+    assert_eq!(found, expected, "(completed, clean, no other provider): {report}");
+    assert!(report["otherProviderUnchecked"].is_null(), "the Job could not read the Lease: {report}");
     assert_eq!(report["summary"]["adopted"], addresses as u64, "{}", report["summary"]);
     assert_eq!(report["summary"]["conflicts"], 0);
-    super::report(&format!("migration: the preflight Job completed in {}s", started.elapsed().as_secs()));
+    super::report(&format!("migration: the preflight Job ended in {}s", started.elapsed().as_secs()));
     kubectl(&["delete", "-f", &example.to_string_lossy(), "--wait"]);
+}
+
+/// Whether the preflight Job completed (Some(true)) or failed (Some(false)); None while it runs.
+fn job_ended() -> Option<bool> {
+    let job = super::kubectl_json(&["get", "job", "-n", "ferro-ipam-preflight", "preflight"]);
+    let count = |field: &str| job["status"][field].as_u64().unwrap_or(0);
+    match (count("succeeded"), count("failed")) {
+        (0, 0) => None,
+        (succeeded, _) => Some(succeeded > 0),
+    }
+}
+
+/// Waits until the in-cluster provider's Lease has lapsed, as preflight judges it: no holder,
+/// or its last renewal more than its duration ago.
+fn wait_in_cluster_lease_lapsed() {
+    let lease =
+        cluster().kubectl_ok(&["get", "lease", "-n", IN_CLUSTER_NS, "7bb7acb4.ipam.cluster.x-k8s.io", "-o", "json"]);
+    let Ok(text) = lease else { return };
+    let lease: Value = serde_json::from_str(&text).unwrap_or_default();
+    let spec = &lease["spec"];
+    let holder = spec["holderIdentity"].as_str().unwrap_or_default();
+    let renewed = spec["renewTime"].as_str().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+    let (Some(renewed), false) = (renewed, holder.is_empty()) else { return };
+    let duration = spec["leaseDurationSeconds"].as_i64().unwrap_or(15);
+    let lapses = renewed + k8s_openapi::jiff::SignedDuration::from_secs(duration + 1);
+    let left = k8s_openapi::jiff::Timestamp::now().duration_until(lapses);
+    if left.is_positive() {
+        std::thread::sleep(Duration::try_from(left).unwrap_or_default());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -219,9 +257,11 @@ async fn in_cluster_to_ferro_ipam_and_back_as_deployments_keeps_every_address() 
     let before = snapshot(&scope).await;
     assert_eq!(before.len(), names.len());
 
-    // The switch (runbook: preflight, stop, replace the CRDs, install).
-    preflight_job();
+    // The switch (runbook: preflight, stop, preflight again, replace the CRDs, install).
+    preflight_job(Other::Running);
     stop_in_cluster();
+    wait_in_cluster_lease_lapsed();
+    preflight_job(Other::Gone);
     replace_crds(&repo_root().join("crds"));
     let switched = Instant::now();
     let installed = install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
@@ -242,7 +282,7 @@ async fn in_cluster_to_ferro_ipam_and_back_as_deployments_keeps_every_address() 
     let with_ferro = snapshot(&scope).await;
 
     // And back (runbook: preflight, stop ferro-ipam, the in-cluster CRDs, start it).
-    preflight_job();
+    preflight_job(Other::Gone);
     super::scale_controller(0);
     replace_crds(&ferro_ipam_e2e::peer::crd_dir(tools));
     start_in_cluster();

@@ -31,9 +31,10 @@ const TOO_SMALL: &str = "12Mi";
 const SHIPPED_REQUEST: &str = "64Mi";
 const SMALL_REQUEST: &str = "8Mi";
 
-async fn create_claims(scope: &Scope, prefix: &str, count: usize) {
+/// `count` claims named `<prefix>-<n>` on the `InClusterIPPool` `pool`, created 32 at a time.
+pub(super) async fn create_claims(scope: &Scope, pool: &str, prefix: &str, count: usize) {
     futures::stream::iter(0..count)
-        .map(|n| async move { scope.claim(&format!("{prefix}-{n}"), "InClusterIPPool", "big").await })
+        .map(|n| async move { scope.claim(&format!("{prefix}-{n}"), "InClusterIPPool", pool).await })
         .buffer_unordered(32)
         .try_collect::<Vec<()>>()
         .await
@@ -41,7 +42,7 @@ async fn create_claims(scope: &Scope, prefix: &str, count: usize) {
 }
 
 /// Waits until `count` claims of the namespace are Ready; fails after `timeout`.
-async fn wait_served(scope: &Scope, count: usize, timeout: Duration) {
+pub(super) async fn wait_served(scope: &Scope, count: usize, timeout: Duration) {
     scope
         .eventually(&format!("{count} claims served"), timeout, || async { scope.ready_claims().await >= count })
         .await
@@ -105,7 +106,7 @@ async fn thousands_of_claims_fit_the_shipped_limit_and_an_oom_kill_loses_nothing
     let restarts_before: BTreeMap<String, u64> =
         pods(SYSTEM, "app.kubernetes.io/component=controller").iter().map(|p| (pod_name(p), restarts(p))).collect();
     let started = Instant::now();
-    create_claims(&scope, "c", CLAIMS).await;
+    create_claims(&scope, "big", "c", CLAIMS).await;
     wait_served(&scope, CLAIMS, Duration::from_secs(600)).await;
     let served_in = started.elapsed().as_secs();
     let controllers = pods(SYSTEM, "app.kubernetes.io/component=controller");
@@ -123,7 +124,7 @@ async fn thousands_of_claims_fit_the_shipped_limit_and_an_oom_kill_loses_nothing
     // One replica, too small a limit, and claims waiting for it: the kernel kills it.
     super::scale_controller(0);
     set_memory(SMALL_REQUEST, TOO_SMALL).unwrap_or_else(|e| panic!("{e:#}"));
-    create_claims(&scope, "w", 200).await;
+    create_claims(&scope, "big", "w", 200).await;
     super::scale_controller(1);
     let killed = Instant::now();
     let oom = scope
@@ -139,12 +140,18 @@ async fn thousands_of_claims_fit_the_shipped_limit_and_an_oom_kill_loses_nothing
     oom.unwrap_or_else(|e| panic!("{e:#}: {status:?}"));
     report(&format!("memory: under {TOO_SMALL}, OOM-killed and restarted within {}s", killed.elapsed().as_secs()));
 
-    // Nothing lost, nothing handed out twice, while it was being killed.
+    // Nothing lost, nothing handed out twice, while it was being killed. Statuses and counts
+    // are not looked at yet: a run killed between an IPAddress and its claim's status leaves
+    // that status to a run that lives long enough, which comes once the limit is back.
     let during = scope.address_map().await.unwrap();
     for (name, ip) in &before {
         assert_eq!(during.get(name), Some(ip), "{name} lost or changed its address under the OOM kills");
     }
-    ferro_ipam_e2e::invariants::check(&scope.client, &[&scope.ns]).await.unwrap_or_else(|e| panic!("{e:#}"));
+    ferro_ipam_e2e::invariants::Check::new(&scope.client, &[&scope.ns])
+        .fatal_only()
+        .run()
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
 
     // The shipped limit back: every claim that waited is served, the others untouched.
     set_memory(SHIPPED_REQUEST, SHIPPED_LIMIT).unwrap_or_else(|e| panic!("{e:#}"));

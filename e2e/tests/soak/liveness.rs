@@ -1,14 +1,16 @@
 //! Liveness once the faults stop (client required): every claim is served, or waits for a
 //! reason that is true of the objects: `PoolExhausted` while its pool reports no free address
 //! (counts the invariant checker then holds to the objects), `AllocationFailed` for a requested
-//! address another `IPAddress` holds. A claim being deleted must be gone.
+//! address another `IPAddress` holds. A claim being deleted must be gone. A Cluster that asks
+//! for a VIP has its endpoint, or a VIP claim that waits (judged as a claim); a Cluster being
+//! deleted must be gone.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use ferro_ipam::api::capi::{IPAddress, IPAddressClaim};
-use ferro_ipam::api::keys::{REQUESTED_ADDRESS_ANNOTATION, VIPS_LABEL};
+use ferro_ipam::api::capi::{Cluster, IPAddress, IPAddressClaim};
+use ferro_ipam::api::keys::{CONTROL_PLANE_VIP_LABEL, REQUESTED_ADDRESS_ANNOTATION, VIPS_LABEL};
 use ferro_ipam_e2e::objects::{Scope, capi};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -60,13 +62,36 @@ async fn look(scopes: &[&Scope]) -> Result<Vec<String>> {
     let addresses = addresses.list(&ListParams::default()).await?.items;
     let mut problems = Vec::new();
     for s in scopes {
-        for claim in s.claims().list(&ListParams::default()).await?.items {
-            if let Some(problem) = judge(&s.ns, &claim, &free, &addresses) {
-                problems.push(problem);
-            }
-        }
+        let claims = s.claims().list(&ListParams::default()).await?.items;
+        problems.extend(claims.iter().filter_map(|claim| judge(&s.ns, claim, &free, &addresses)));
+        let clusters: Api<Cluster> = Api::namespaced_with(client.clone(), &s.ns, &capi().cluster_resource());
+        let clusters = clusters.list(&ListParams::default()).await?.items;
+        problems.extend(clusters.iter().filter_map(|cluster| judge_cluster(&s.ns, cluster, &claims)));
     }
     Ok(problems)
+}
+
+/// What is wrong with one Cluster of `namespace`, if anything (no client required). A VIP claim
+/// that is not served is the claims' check to judge.
+fn judge_cluster(namespace: &str, cluster: &Cluster, claims: &[IPAddressClaim]) -> Option<String> {
+    let label = format!("Cluster {namespace}/{}", cluster.name_any());
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return Some(format!("{label} is being deleted, and not gone"));
+    }
+    let endpoint = cluster.spec.control_plane_endpoint.as_ref().and_then(|e| e.host.as_deref());
+    if !cluster.labels().contains_key(CONTROL_PLANE_VIP_LABEL) || endpoint.is_some_and(|h| !h.is_empty()) {
+        return None;
+    }
+    let vip_claim = format!("{}-control-plane-vip", cluster.name_any());
+    let ready = |claim: &IPAddressClaim| {
+        let conditions = claim.status.as_ref().map(|st| st.conditions.as_slice()).unwrap_or_default();
+        conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    };
+    match claims.iter().find(|c| c.name_any() == vip_claim) {
+        None => Some(format!("{label} asks for a VIP and has no VIP claim {vip_claim}")),
+        Some(claim) if ready(claim) => Some(format!("{label} has no endpoint, though its VIP claim is served")),
+        Some(_) => None,
+    }
 }
 
 /// What is wrong with one claim of `namespace`, if anything (no client required).
@@ -91,9 +116,10 @@ fn judge(
     let message = ready.message.clone().unwrap_or_default();
     let pool_ref = &claim.spec.pool_ref;
     let pool = match pool_ref.kind.as_str() {
-        "GlobalInClusterIPPool" => pool_ref.name.clone(),
-        // A purpose claim of the soak asks for a VIP, which only the pool `vips` hands out.
+        // A purpose claim of the soak asks for a VIP (by either kind, as a Cluster's VIP claim
+        // does), which only the pool `vips` hands out.
         _ if pool_ref.name == VIPS_LABEL => format!("{namespace}/vips"),
+        "GlobalInClusterIPPool" => pool_ref.name.clone(),
         _ => format!("{namespace}/{}", pool_ref.name),
     };
     let true_reason = match reason.as_str() {
@@ -144,6 +170,40 @@ mod tests {
         assert!(judge("a", &waiting, &roomy, &[]).is_some_and(|p| p.contains("PoolExhausted")));
         let vip = claim(VIPS_LABEL, ("False", "PoolExhausted"), json!({}));
         assert_eq!(judge("a", &vip, &BTreeMap::from([("a/vips".to_owned(), 0)]), &[]), None);
+        let mut clusters_vip = vip.clone();
+        clusters_vip.spec.pool_ref.kind = "GlobalInClusterIPPool".into();
+        assert_eq!(judge("a", &clusters_vip, &BTreeMap::from([("a/vips".to_owned(), 0)]), &[]), None);
+        assert!(judge("a", &clusters_vip, &BTreeMap::from([("a/vips".to_owned(), 3)]), &[]).is_some());
+    }
+
+    fn cluster(endpoint: Option<&str>, deleting: bool) -> Cluster {
+        let mut cluster: Cluster = serde_json::from_value(json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": "wl", "namespace": "a", "labels": {CONTROL_PLANE_VIP_LABEL: "true"}},
+            "spec": {"controlPlaneEndpoint": endpoint.map(|h| json!({"host": h, "port": 6443}))},
+        }))
+        .unwrap();
+        if deleting {
+            cluster.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        }
+        cluster
+    }
+
+    #[test]
+    fn a_cluster_asking_for_a_vip_has_its_endpoint_or_a_waiting_claim_and_one_being_deleted_is_gone() {
+        let mut vip_claim = claim(VIPS_LABEL, ("True", "Allocated"), json!({}));
+        vip_claim.metadata.name = Some("wl-control-plane-vip".into());
+        assert_eq!(judge_cluster("a", &cluster(Some("10.53.0.10"), false), &[]), None);
+        assert!(judge_cluster("a", &cluster(None, false), &[]).is_some_and(|p| p.contains("no VIP claim")));
+        assert!(judge_cluster("a", &cluster(None, false), std::slice::from_ref(&vip_claim)).is_some());
+        let waiting = claim(VIPS_LABEL, ("False", "PoolExhausted"), json!({}));
+        let mut waiting = waiting;
+        waiting.metadata.name = Some("wl-control-plane-vip".into());
+        assert_eq!(judge_cluster("a", &cluster(None, false), &[waiting]), None);
+        assert!(
+            judge_cluster("a", &cluster(Some("10.53.0.10"), true), &[]).is_some_and(|p| p.contains("being deleted"))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use ferro_ipam_e2e::plane::repo_root;
 
 use crate::history::ledger::Ledger;
+use crate::history::vips::VipLedger;
 use crate::schedule::Fault;
 use crate::settings::Settings;
 use crate::workload::probe::Waits;
@@ -60,6 +61,39 @@ impl Report {
                     "gaps in the history: {n} (a duplicate that began and ended within one would not be seen)"
                 ));
                 self.lines.extend(ledger.gaps.iter().map(|g| format!("  {g}")));
+            }
+        }
+    }
+
+    /// The control-plane VIPs: Clusters made and seen, endpoints written, VIPs lost and
+    /// duplicated, each failure on a line of its own.
+    pub fn vips(&mut self, vips: &VipLedger, made: usize) {
+        let (asked, written) = vips.counts();
+        self.line(format!(
+            "VIP Clusters: {made} made by the workload, {asked} seen asking for a VIP by the history; {written} endpoints written; {} moments judged",
+            vips.moments
+        ));
+        let never = vips.never_written();
+        if !never.is_empty() {
+            let names: Vec<&str> = never.iter().map(|k| k.as_str()).collect();
+            self.line(format!(
+                "Clusters never seen with an endpoint (deleted first, or waiting): {}",
+                names.join(", ")
+            ));
+        }
+        self.line(format!("VIPs lost: {}; VIPs duplicated: {}", vips.lost.len(), vips.duplicated.len()));
+        self.lines.extend(vips.lost.iter().map(|l| format!("  LOST {l}")));
+        self.lines.extend(vips.duplicated.iter().map(|d| format!("  DUPLICATED {d}")));
+        if vips.unjudged() > 0 {
+            self.line(format!("VIP changes not judged (one watch had not caught up at the end): {}", vips.unjudged()));
+        }
+        match vips.cluster_gaps.len() {
+            0 => self.line("gaps in the Cluster history: none"),
+            n => {
+                self.line(format!(
+                    "gaps in the Cluster history: {n} (a VIP lost or duplicated only within one would not be seen)"
+                ));
+                self.lines.extend(vips.cluster_gaps.iter().map(|g| format!("  {g}")));
             }
         }
     }

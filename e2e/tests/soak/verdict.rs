@@ -1,8 +1,8 @@
 //! The checks once the faults stop (client required), each failure kept so that a failing run
 //! reports all of them at once, with its seed and timeline: liveness with true reasons, the
-//! invariants of the objects, the history (no address ever held twice, and a history that
-//! matches a fresh list), the nemesis's own failures (a SIGTERM not obeyed), and the allocation
-//! windows of every replica process of the run.
+//! invariants of the objects, the history (no address ever held twice, no control-plane VIP lost
+//! or held for two Clusters, and a history that matches fresh lists), the nemesis's own failures
+//! (a SIGTERM not obeyed), and the allocation windows of every replica process of the run.
 
 use std::time::Instant;
 
@@ -46,7 +46,8 @@ impl Verdict<'_> {
         let waits = workload.finish().await;
         let (a, b) = (self.a, self.b);
         findings.expect("invariants", invariants::check(&a.client, &[&a.ns, &b.ns]).await);
-        self.history(history, &mut findings, &mut report).await;
+        let vip_clusters = counters.vip_clusters.load(std::sync::atomic::Ordering::SeqCst);
+        self.history(history, vip_clusters, &mut findings, &mut report).await;
         for failure in &self.tally.failures {
             findings.expect("nemesis", Err(anyhow!("{failure}")));
         }
@@ -82,16 +83,26 @@ impl Verdict<'_> {
         findings.expect("liveness", served.map(drop));
     }
 
-    async fn history(&self, history: History, findings: &mut Findings, report: &mut Report) {
+    async fn history(&self, history: History, vip_clusters: usize, findings: &mut Findings, report: &mut Report) {
         let differences = history::compare_with_list(&self.a.client, &history.ledger).await;
         findings.ensure(differences.is_empty(), || {
             format!("the history does not match a fresh list at the end: {differences:#?}")
         });
-        let ledger = history.stop().await;
+        let differences = history::settle_vips(&self.a.client, &history.vips).await;
+        findings.ensure(differences.is_empty(), || {
+            format!("the VIPs' history does not match fresh lists at the end:\n  {}", differences.join("\n  "))
+        });
+        let (ledger, vips) = history.stop().await;
         let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
         let duplicates = &ledger.duplicates;
         findings.ensure(duplicates.is_empty(), || format!("addresses held twice in the history: {duplicates:#?}"));
         report.history(&ledger);
+        let vips = vips.lock().unwrap_or_else(|e| e.into_inner());
+        findings.ensure(vips.lost.is_empty(), || format!("VIPs lost in the history:\n  {}", vips.lost.join("\n  ")));
+        findings.ensure(vips.duplicated.is_empty(), || {
+            format!("VIPs held for two Clusters in the history:\n  {}", vips.duplicated.join("\n  "))
+        });
+        report.vips(&vips, vip_clusters);
     }
 
     async fn claims_left(&self) -> usize {

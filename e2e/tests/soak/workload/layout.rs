@@ -8,7 +8,7 @@
 //! | `b/edge` | overlaps the global pool's grown range | a namespaced pool beside a global one: no address in both |
 //! | `a/sticky` | | claims asking for one address, and claims deleted and made again under their name |
 //! | `a/manual` | | `IPAddress`es made by hand, and claims beside them |
-//! | `a/vips` | labelled `cluster-api-vips` | purpose claims ("a VIP") |
+//! | `a/vips` | labelled `cluster-api-vips` (every provider) | purpose claims ("a VIP"), and the control-plane VIPs of the Clusters that ask for one |
 //! | `a/probe` | a /22 | the probe's claims, which time how long a claim waits |
 
 use ferro_ipam::api::keys::{ALLOW_ALL_PROVIDERS_LABEL, VIPS_LABEL};
@@ -45,7 +45,8 @@ pub const GLOBAL: Ranges = Ranges { network: "10.60.0", first: 10, last: [39, 69
 pub const EDGE: &str = "10.60.0.90-10.60.0.119";
 pub const STICKY: (&str, u8, u8) = ("10.51.0", 10, 49);
 pub const MANUAL: (&str, u8, u8) = ("10.52.0", 10, 29);
-pub const VIPS: &str = "10.53.0.10-10.53.0.29";
+/// 50 VIPs: the churn's purpose claims (about a tenth of its 150 at most) and six Clusters.
+pub const VIPS: &str = "10.53.0.10-10.53.0.59";
 pub const PROBE: &str = "10.70.0.0/22";
 
 /// A pool the workload edits: its namespace's scope (None: the global pool) and name.
@@ -67,8 +68,9 @@ fn spec(addresses: &str, gateway: &str, prefix: u8) -> Value {
     json!({"addresses": [addresses], "prefix": prefix, "gateway": gateway})
 }
 
-/// Creates every pool.
+/// Creates every pool, and the infrastructure kind of the Clusters that ask for a VIP.
 pub async fn create(a: &Scope, b: &Scope) -> Layout {
+    super::clusters::install_infrastructure(a).await;
     let global = a.global_name("global");
     let gateway = |network: &str| format!("{network}.1");
     for s in [a, b] {

@@ -1,7 +1,9 @@
 //! The workload (client required), which never stops while the chaos lasts: claims created and
-//! deleted at a changing rate, pool edits, addresses made by hand, and the probe.
+//! deleted at a changing rate, pool edits, addresses made by hand, Clusters that ask for a
+//! control-plane VIP, and the probe.
 
 mod claims;
+mod clusters;
 mod hand_made;
 pub mod layout;
 mod pools;
@@ -30,18 +32,25 @@ pub struct Counters {
     pub pool_edits: AtomicUsize,
     pub hand_made: AtomicUsize,
     pub hand_made_removed: AtomicUsize,
+    /// Clusters asking for a VIP: made, deleted, and seen gone after their deletion.
+    pub vip_clusters: AtomicUsize,
+    pub vip_clusters_deleted: AtomicUsize,
+    pub vip_clusters_gone: AtomicUsize,
 }
 
 impl Counters {
     pub fn summary(&self) -> String {
         let n = |c: &AtomicUsize| c.load(Ordering::SeqCst);
         format!(
-            "{} claims created, {} deleted; {} pool edits; {} IPAddresses made by hand, {} of them removed; {} requests refused by the API server",
+            "{} claims created, {} deleted; {} pool edits; {} IPAddresses made by hand, {} of them removed; {} Clusters asking for a VIP made, {} deleted, {} seen gone; {} requests refused by the API server",
             n(&self.created),
             n(&self.deleted),
             n(&self.pool_edits),
             n(&self.hand_made),
             n(&self.hand_made_removed),
+            n(&self.vip_clusters),
+            n(&self.vip_clusters_deleted),
+            n(&self.vip_clusters_gone),
             n(&self.refused)
         )
     }
@@ -83,6 +92,9 @@ impl Workload {
         let hand_made = hand_made::HandMade { a: a.clone(), counters: counters.clone(), timeline: timeline.clone() };
         let (hand_rng, hand_stop) = (rng.fork(), stopped.clone());
         tasks.spawn(async move { hand_made.run(hand_rng, hand_stop).await });
+        let vip_clusters =
+            Arc::new(clusters::VipClusters { a: a.clone(), counters: counters.clone(), timeline: timeline.clone() });
+        tasks.spawn(vip_clusters.run(rng.fork(), stopped.clone()));
         let waits = Arc::new(Mutex::new(Waits::default()));
         let probe = Arc::new(Probe { a, timeline: timeline.clone(), waits: waits.clone() });
         let probe = tokio::spawn(probe.run(stopped, crate::SERVED_WITHIN));
