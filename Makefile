@@ -88,6 +88,21 @@ release: toolchains ## Build the ferro-ipam binary optimised
 image: release ## Build the OCI image target/image/ferro-ipam-<version>.tar with crane (no container engine)
 	$(call timed,image,bash deploy/image/build.sh >/dev/null)
 
+# The files of a release in dist/ (deploy/dist/dist.sh; RELEASING.md publishes them). VERSION
+# defaults to Cargo.toml's; DIST_DIR and DIST_ALLOW_DIRTY=1 are for tests.
+VERSION ?=
+.PHONY: dist
+dist: release ## Release files in dist/: image tarball and digest, install.yaml, clusterctl files, chart, binary, SBOM, SHA256SUMS
+	$(call timed,dist,VERSION=$(VERSION) bash deploy/dist/dist.sh)
+
+# Two runs of dist.sh from this tree, which need not be committed; check.sh compares them.
+.PHONY: test-dist
+test-dist: release ## make dist twice: the runs byte-identical, SHA256SUMS verified, the image digest in the chart and manifests
+	@rm -rf target/dist-check
+	$(call timed,dist (first run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/first bash deploy/dist/dist.sh)
+	$(call timed,dist (second run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/second bash deploy/dist/dist.sh)
+	bash deploy/dist/check.sh target/dist-check/first target/dist-check/second
+
 .PHONY: crds
 crds: toolchains ## Regenerate crds/ from the Rust types (and ipam-components.yaml, which holds them)
 	$(CARGO) run --quiet --bin ferro-ipam -- crds --output-dir crds
@@ -175,8 +190,8 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
 
 .PHONY: test
-test: disk-space ## Everything CI runs: lint, unit and property tests, e2e (both contracts), fault injection, the soak, the node
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit e2e test-contract-v1beta1 test-faults test-soak test-node)
+test: disk-space ## Everything CI runs: lint, unit and property tests, reproducible dist/, e2e (both contracts), fault injection, the soak, the node
+	$(call timed,make test,$(MAKE) --no-print-directory lint unit test-dist e2e test-contract-v1beta1 test-faults test-soak test-node)
 
 # A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
 # incremental caches, then the release target, etcd's data and the node's images. A disk that
