@@ -262,3 +262,76 @@ fn the_license_is_the_one_cargo_toml_declares() {
     assert!(license.trim_start().starts_with("Apache License\n                           Version 2.0, January 2004"));
     assert!(license.contains("END OF TERMS AND CONDITIONS"));
 }
+
+/// The Rust sources below `dir`, recursively: path relative to the repository, and text.
+fn sources(dir: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+        let path = entry.unwrap().path();
+        let relative = path.strip_prefix(root()).unwrap().display().to_string();
+        if path.is_dir() {
+            found.extend(sources(&relative));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push((relative.clone(), read(&relative)));
+        }
+    }
+    found
+}
+
+/// The section of operations.md that lists every destructive action.
+fn deletes_section() -> String {
+    let text = read("docs/operations.md");
+    let start = text.find("## What ferro-ipam deletes, and when").expect("operations.md lists what ferro-ipam deletes");
+    let rest = &text[start..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
+    rest[..end].to_owned()
+}
+
+#[test]
+fn every_test_the_deletes_table_names_exists() {
+    let section = deletes_section();
+    let code: Vec<(String, String)> = ["src", "e2e"].iter().flat_map(|dir| sources(dir)).collect();
+    let named: BTreeSet<&str> = section
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|word| word.len() > 20 && word.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    assert!(named.len() >= 15, "the table names {} tests", named.len());
+    for test in named {
+        let defined = format!("fn {test}(");
+        assert!(
+            code.iter().any(|(_, text)| text.contains(&defined)),
+            "operations.md names the test {test}, which does not exist"
+        );
+    }
+}
+
+#[test]
+fn every_delete_and_finalizer_drop_in_src_has_its_row_in_the_deletes_table() {
+    // The files that delete or drop a finalizer, each with a phrase of the row that covers it.
+    // A new one fails here until the table lists it.
+    let covered = [
+        ("src/controller/claim/writes.rs", "made again with the same address"),
+        ("src/controller/claim/deletion.rs", "then the claim's `ipam.cluster.x-k8s.io/ReleaseAddress` finalizer"),
+        ("src/controller/pool/mod.rs", "`ipam.cluster.x-k8s.io/ProtectPool` finalizer"),
+        ("src/controller/cluster_vip/mod.rs", "A Cluster's control-plane VIP claim"),
+        ("src/controller/cluster_vip/mod.rs", "`ferro-ipam.dev/control-plane-vip` finalizer"),
+    ];
+    let section = deletes_section();
+    for (_, phrase) in covered {
+        assert!(section.contains(phrase), "the table has no row for {phrase:?}");
+    }
+    for (path, text) in sources("src") {
+        // An API delete takes a name and parameters; the index's in-memory `delete()` takes none.
+        let api_deletes = text.matches(".delete(").count() > text.matches(".delete()").count();
+        let destructive = api_deletes || text.contains("without_finalizer(");
+        let exempt = path.ends_with("finalizers.rs") || path.ends_with("_tests.rs");
+        if destructive && !exempt {
+            assert!(
+                covered.iter().any(|(file, _)| *file == path),
+                "{path} deletes or drops a finalizer: give it a row in docs/operations.md, what ferro-ipam deletes"
+            );
+        }
+    }
+}

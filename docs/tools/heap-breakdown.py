@@ -11,8 +11,8 @@ held at the moment of the heap's peak. heaptrack names a frame `function (file.r
 module, and lists inlined frames out of order, so each stack goes to the group of the first
 marker below (a file, or a file and function) that one of its last 30 frames matches; the
 table gives megabytes and bytes per claim
-(CLAIMS: claims in the cluster). The markers follow the code as of issue 24's claim store; the
-tables of issue 15 in docs/perf-notes.md were made by this script as it was at commit 8dfb102.
+(CLAIMS: claims in the cluster). The markers name the code's files: a file that is renamed or
+split needs its marker changed here. How to take the profile: docs/perf-notes.md, Measuring.
 """
 
 import collections
