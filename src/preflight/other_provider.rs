@@ -106,4 +106,21 @@ mod tests {
         assert_eq!(held(&spec("in-cluster", 980), now), None);
         assert_eq!(held(&spec("", 999), now), None);
     }
+
+    #[test]
+    fn a_lease_that_cannot_be_read_is_a_check_not_done_never_a_free_lease() {
+        let now = Timestamp::from_second(1000).unwrap();
+        let lease = "capi-ipam-in-cluster-system/in-cluster";
+        for code in [403, 401, 500, 503] {
+            let refused = kube::core::Status::failure("no", "Refused").with_code(code).boxed();
+            match LeaseCheck::of(lease, Err(kube::Error::Api(refused)), now) {
+                LeaseCheck::Unchecked(unchecked) => {
+                    assert_eq!(unchecked.lease, lease);
+                    assert!(unchecked.error.contains(&code.to_string()), "{code}: {}", unchecked.error);
+                }
+                other => panic!("an answer {code} is no answer about the provider: {other:?}"),
+            }
+        }
+        assert_eq!(LeaseCheck::of(lease, Ok(None), now), LeaseCheck::Free, "a Lease that does not exist");
+    }
 }

@@ -121,6 +121,14 @@ fn addresses_of_a_missing_pool_are_foreign_and_other_providers_addresses_are_lef
 }
 
 #[test]
+fn the_address_count_holds_the_sub_prefixes_of_prefix_pools() {
+    let sub_prefix = address_of("s", "InClusterPrefixPool", "v6", "fd00:0:0:100::");
+    let inv = inventory(vec![small_pool("p")], vec![address("a", "p", "10.0.0.10"), sub_prefix], vec![]);
+    let f = findings(&inv);
+    assert_eq!((f.summary.addresses, f.features.other_addresses), (2, 0));
+}
+
+#[test]
 fn two_addresses_naming_one_claim_are_claimed_twice() {
     let mut second = address("b", "p", "10.0.0.11");
     second.spec.claim_ref.name = "a".into();
