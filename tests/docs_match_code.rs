@@ -278,13 +278,18 @@ fn sources(dir: &str) -> Vec<(String, String)> {
     found
 }
 
-/// The section of operations.md that lists every destructive action.
-fn deletes_section() -> String {
-    let text = read("docs/operations.md");
-    let start = text.find("## What ferro-ipam deletes, and when").expect("operations.md lists what ferro-ipam deletes");
+/// The section of `file` under `heading` (a `## ` heading), up to the next such heading.
+fn section(file: &str, heading: &str) -> String {
+    let text = read(file);
+    let start = text.find(heading).unwrap_or_else(|| panic!("{file} has no {heading:?}"));
     let rest = &text[start..];
     let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
     rest[..end].to_owned()
+}
+
+/// The section of operations.md that lists every destructive action.
+fn deletes_section() -> String {
+    section("docs/operations.md", "## What ferro-ipam deletes, and when")
 }
 
 #[test]
@@ -334,4 +339,282 @@ fn every_delete_and_finalizer_drop_in_src_has_its_row_in_the_deletes_table() {
             );
         }
     }
+}
+
+/// The body of the function whose signature starts with `signature` in `text`, up to the first
+/// line that closes a top-level item.
+fn function_body<'a>(text: &'a str, signature: &str) -> &'a str {
+    let start = text.find(signature).unwrap_or_else(|| panic!("no {signature}"));
+    let rest = &text[start..];
+    &rest[..rest.find("\n}\n").unwrap_or(rest.len())]
+}
+
+/// The text between `start` and the next `end` after it in `text`.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
+    let from = text.find(start).unwrap_or_else(|| panic!("no {start:?} in {text:?}")) + start.len();
+    let to = text[from..].find(end).unwrap_or_else(|| panic!("no {end:?} after {start:?}"));
+    &text[from..from + to]
+}
+
+/// The lines of `text` from the first that starts with `first` up to the next that starts with
+/// `next`, joined by spaces.
+fn lines_from(text: &str, first: &str, next: &str) -> String {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(first));
+    let head = lines.next().unwrap_or_else(|| panic!("no line starting with {first:?}"));
+    let lines = std::iter::once(head).chain(lines.take_while(|l| !l.starts_with(next)));
+    lines.flat_map(str::split_whitespace).collect::<Vec<_>>().join(" ")
+}
+
+/// How many pool CRDs `crds/` holds.
+fn pool_kinds() -> usize {
+    std::fs::read_dir(root().join("crds"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml"))
+        .count()
+}
+
+const NUMBERS: [&str; 8] = ["no", "one", "two", "three", "four", "five", "six", "seven"];
+
+#[test]
+fn every_variable_a_documented_test_command_sets_is_read_by_the_code() {
+    // `NAME=value cargo test ...`: a variable no test reads changes nothing, silently.
+    let code: String = ["src", "e2e"].iter().flat_map(|dir| sources(dir)).map(|(_, text)| text).collect();
+    let (mut set, mut unread) = (0, Vec::new());
+    for (path, text) in markdown() {
+        for line in text.lines().filter(|l| l.contains("cargo test")) {
+            for word in line.split(|c: char| c.is_whitespace() || c == '`') {
+                let Some((name, _)) = word.split_once('=') else { continue };
+                let variable = !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                if !variable || ["RUST_", "CARGO_", "PROPTEST_"].iter().any(|p| name.starts_with(p)) {
+                    continue;
+                }
+                set += 1;
+                if !code.contains(&format!("\"{name}\"")) {
+                    unread.push(format!("{}: {name}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(set >= 1, "no documented test command sets a variable");
+    assert!(unread.is_empty(), "variables set for tests that no code reads: {unread:?}");
+}
+
+#[test]
+fn a_stand_by_is_ready_only_once_its_first_attempt_found_the_lease_held() {
+    // The code: a replica starts unsettled, and only a settled stand-by is ready without serving.
+    let leader = read("src/run/leader.rs");
+    assert!(leader.contains("watch::channel(Leadership::Starting)"), "a replica no longer starts unsettled");
+    let ready = function_body(&read("src/run/mod.rs"), "fn ready_standing_by(").to_owned();
+    assert!(ready.contains("Leadership::Standby"), "{ready}");
+    assert!(!ready.contains("Leadership::Starting"), "an unsettled replica is ready now: change the docs: {ready}");
+
+    let quickstart = read("docs/quickstart.md");
+    let bullet = lines_from(&quickstart, "- `/readyz` answers", "- ");
+    assert!(bullet.contains("first attempt at the Lease"), "docs/quickstart.md: {bullet}");
+    let deployment = read("deploy/base/deployment.yaml");
+    let probe = between(&deployment, "readinessProbe:", "httpGet:").split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(probe.contains("first attempt at the lease"), "deploy/base/deployment.yaml: {probe}");
+    for (path, text) in markdown() {
+        for line in text.lines().filter(|l| l.contains("/readyz") && l.contains("at once")) {
+            assert!(!line.contains("stand"), "{}: a stand-by is not ready at once: {line}", path.display());
+        }
+    }
+}
+
+#[test]
+fn missing_cluster_api_crds_are_an_error_retried_with_a_backoff() {
+    let discovery = read("src/client/discovery.rs");
+    let retry = function_body(&discovery, "pub(crate) async fn versions_eventually(");
+    assert!(retry.contains("loop {") && retry.contains("misconfig.report("), "discovery no longer retries: {retry}");
+    let cap = between(retry, ".min(Duration::from_secs(", "))");
+    assert!(read("src/misconfig/mod.rs").contains("error!(?problem"), "a misconfiguration is no longer an ERROR");
+    assert!(read("src/misconfig/problem.rs").contains("Problem::crd_missing"));
+
+    let quickstart = read("docs/quickstart.md");
+    let bullet = lines_from(&quickstart, "- **Cluster API must already be installed.**", "- ");
+    let reference = read("docs/api-reference.md");
+    let paragraph = between(&reference, "If neither is served", "It picks the").split_whitespace().collect::<Vec<_>>();
+    let paragraph = paragraph.join(" ");
+    for (doc, text) in [("quickstart.md", bullet.as_str()), ("api-reference.md", paragraph.as_str())] {
+        assert!(text.contains("ERROR (`problem=crd_missing`)"), "{doc}: {text}");
+        assert!(text.contains("503"), "{doc} does not say /readyz answers 503: {text}");
+        assert!(text.contains(&format!("backoff of up to {cap} s")), "{doc}: the backoff is capped at {cap} s: {text}");
+        assert!(!text.to_lowercase().contains("warning"), "{doc}: it is an ERROR, not a warning: {text}");
+    }
+    assert!(paragraph.contains("does not exit"), "api-reference.md: {paragraph}");
+}
+
+#[test]
+fn docs_count_the_pool_kinds_of_crds() {
+    let right = NUMBERS[pool_kinds()];
+    let mut wrong = Vec::new();
+    for (path, text) in markdown() {
+        let text = text.to_lowercase().replace('\n', " ");
+        let mut phrases = vec!["both pool kinds".to_owned(), "both pool crds".to_owned(), "both crds".to_owned()];
+        for number in NUMBERS.iter().filter(|n| **n != right) {
+            phrases.extend([format!("{number} pool kinds"), format!("{number} pool crds")]);
+        }
+        wrong.extend(phrases.into_iter().filter(|p| text.contains(p)).map(|p| format!("{}: {p}", path.display())));
+    }
+    assert!(wrong.is_empty(), "crds/ holds {right} pool kinds: {wrong:?}");
+}
+
+#[test]
+fn the_pool_not_ready_cases_of_the_code_are_the_docs_cases() {
+    // (file, what the code says in that case, what each doc's row says of it).
+    let cases = [
+        ("src/controller/claim/loaded.rs", "not found\"", "not found"),
+        ("src/controller/claim/loaded.rs", "is being deleted\"", "being deleted"),
+        ("src/contract/reasons.rs", "AllocError::PoolInvalid(_) => ClaimReason::PoolNotReady", "invalid"),
+        ("src/controller/claim/loaded.rs", "this ferro-ipam runs with --namespace", "--namespace"),
+        ("src/controller/claim/holds.rs", "no_pool_message(", "purpose"),
+    ];
+    for (file, code, _) in cases {
+        assert!(read(file).contains(code), "{file} no longer has the case {code:?}: update this list and the docs");
+    }
+    // Any other place that gives the reason is a case this list does not know.
+    let givers: BTreeSet<String> = sources("src")
+        .into_iter()
+        .filter(|(path, text)| {
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            code.contains("ClaimReason::PoolNotReady")
+                && !path.contains("test")
+                && !path.starts_with("src/api/")
+                && !path.starts_with("src/preflight/")
+        })
+        .map(|(path, _)| path)
+        .collect();
+    let known: BTreeSet<String> = cases.iter().map(|(file, _, _)| file.to_string()).collect();
+    assert!(givers.is_subset(&known), "PoolNotReady is also given by {:?}", givers.difference(&known));
+
+    let count = NUMBERS[cases.len()];
+    for (file, row_start) in [
+        ("docs/quickstart.md", "| `PoolNotReady` |"),
+        ("docs/troubleshooting.md", "| `PoolNotReady` |"),
+        ("docs/api-reference.md", "| False | `PoolNotReady` |"),
+    ] {
+        let doc = read(file);
+        let row =
+            doc.lines().find(|l| l.starts_with(row_start)).unwrap_or_else(|| panic!("no PoolNotReady row in {file}"));
+        assert!(row.contains(&format!("of {count} cases")), "{file} must give {count} cases: {row}");
+        for (_, _, said) in cases {
+            assert!(row.contains(said), "{file}'s PoolNotReady row does not name the case {said:?}: {row}");
+        }
+    }
+}
+
+#[test]
+fn top_reads_the_metrics_endpoint_when_given_metrics() {
+    let command = ferro_ipam::cli::Cli::command();
+    let top = command.find_subcommand("top").expect("the top command");
+    assert!(top.get_arguments().any(|a| a.get_long() == Some("metrics")), "top has no --metrics");
+    let doc = read("docs/who-has-and-top.md");
+    assert!(doc.contains("With `--metrics`, it also reads the leading replica's metrics endpoint"));
+    let flat = doc.replace('\n', " ");
+    for denial in ["does not read the metrics", "never reads the metrics", "not the metrics endpoint"] {
+        assert!(!flat.contains(denial), "docs/who-has-and-top.md: {denial:?}");
+    }
+}
+
+#[test]
+fn the_control_planes_cold_build_is_given_one_time_and_size() {
+    let script = read("e2e/tools/build.sh");
+    let line = script.lines().find(|l| l.contains("a cold build")).expect("build.sh's estimate");
+    let (low, high) = between(line, "takes ", " minutes").split_once('-').expect("a range of minutes");
+    let total = between(line, "(~", " in all)");
+    let minutes = format!("{low} to {high} minutes");
+    for file in ["README.md", "docs/quickstart.md", "docs/development.md"] {
+        let text = read(file).replace('\n', " ");
+        assert!(text.contains(&minutes), "{file} does not give {minutes}, as e2e/tools/build.sh does");
+        assert!(text.contains(&format!("about {total}")), "{file} does not give about {total}, as build.sh does");
+        for sentence in text.split(". ").filter(|s| s.contains("cold build") || s.contains("control plane's Go build"))
+        {
+            assert!(!sentence.contains("minutes") || sentence.contains(&minutes), "{file}: {sentence}");
+            let sizes = sentence.match_indices("about ").map(|(at, _)| &sentence[at + 6..]);
+            for size in sizes.filter_map(|s| s.split_once(" GB").map(|(n, _)| n)).filter(|n| !n.contains(' ')) {
+                assert_eq!(format!("{size} GB"), total, "{file}: {sentence}");
+            }
+        }
+    }
+}
+
+#[test]
+fn preflights_address_count_is_documented_with_the_sub_prefixes() {
+    // summary.addresses: every IPAddress of a pool of the four kinds (preflight's own test pins
+    // the counting down), the prefix pools' sub-prefixes included.
+    let analyse = read("src/preflight/analyse.rs");
+    assert!(analyse.contains("addresses: inventory.addresses.len().saturating_sub(features.other_addresses)"));
+    let migration = read("docs/migration.md");
+    let row = migration.lines().find(|l| l.starts_with("| `summary` |")).expect("the summary row");
+    let addresses = between(row, "`addresses` (", ")");
+    assert!(addresses.contains("sub-prefixes of prefix pools count too"), "{addresses}");
+    assert!(migration.contains("not the migration test's fleet"), "the sample report is an illustration");
+}
+
+#[test]
+fn the_soaks_run_time_is_the_range_its_table_shows() {
+    let soak = read("docs/soak.md");
+    let end = soak.find(" s in three runs of seed 2323").expect("the run time of a 3-minute run");
+    let range = &soak[soak[..end].rfind('(').expect("(LOW to HIGH") + 1..end];
+    let (low, high) = range.split_once(" to ").expect("LOW to HIGH");
+    let table = &soak[soak.find("| test's own time |").expect("the VIP runs' table")..];
+    let times: Vec<u32> = table
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_end_matches('|').rsplit('|').next().unwrap().trim().trim_end_matches(" s").parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 3, "three runs: {times:?}");
+    let (min, max) = (times.iter().min().unwrap(), times.iter().max().unwrap());
+    assert_eq!((low.parse::<u32>().unwrap(), high.parse::<u32>().unwrap()), (*min, *max), "docs/soak.md's range");
+}
+
+#[test]
+fn the_memory_per_pool_follows_from_the_benchmarks() {
+    let benchmarks = read("docs/benchmarks.md");
+    let idle: f64 =
+        between(&benchmarks, "idle RSS (100 pools, no claims, 2 s after /readyz): ", " MiB").parse().unwrap();
+    let row = benchmarks
+        .lines()
+        .find(|l| l.starts_with("| addresses | 10000 | 10000 | 0 | ferro-ipam |"))
+        .expect("the 10,000 pools run");
+    let peak = row.split('|').map(str::trim).find(|c| c.ends_with(" MiB")).expect("its peak RSS");
+    let peak: f64 = peak.trim_end_matches(" MiB").parse().unwrap();
+    let per_pool = (peak - idle) * 1024.0 * 1024.0 / 10_000.0 / 1000.0;
+    let operations = read("docs/operations.md").replace('\n', " ");
+    let said = format!("10,000 pools with one claim each peaked at {peak} MiB, about {per_pool:.1} KB per pool");
+    assert!(operations.contains(&said), "docs/operations.md should say: {said}");
+    assert!(operations.contains(&format!("about {} MiB idle", idle.round())), "the idle figure of benchmarks.md");
+}
+
+#[test]
+fn the_rbac_files_the_remedies_name_define_the_roles_they_name() {
+    let problems = read("src/misconfig/problem.rs");
+    let mut named = 0;
+    for (at, _) in problems.match_indices("bind the ") {
+        let rest = &problems[at + 9..];
+        let (kind, rest) = rest.split_once(" of ").expect("bind the KIND of FILE");
+        let file = rest.split([' ', ';', '"']).next().unwrap();
+        let objects: Vec<Value> = serde_saphyr::from_multiple(&read(file)).unwrap();
+        assert!(objects.iter().any(|o| o["kind"] == kind), "{file} defines no {kind}, as problem.rs says");
+        named += 1;
+    }
+    assert!(named >= 2, "{named}");
+}
+
+#[test]
+fn uninstalling_deletes_the_monitoring_objects_too() {
+    let component: Value = serde_saphyr::from_str(&read("deploy/monitoring/kustomization.yaml")).unwrap();
+    let files: Vec<&str> = component["resources"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert!(files.len() >= 2, "{files:?}");
+    let uninstall = section("docs/operations.md", "## Uninstall");
+    let delete = uninstall.lines().find(|l| l.starts_with("kubectl delete -f deploy/monitoring/")).expect("a delete");
+    for file in files {
+        assert!(delete.contains(&format!("-f deploy/monitoring/{file}")), "the uninstall leaves {file}: {delete}");
+    }
+    // deploy/with-monitoring holds the CRDs: deleting it deletes every pool, as the page warns.
+    let with: Value = serde_saphyr::from_str(&read("deploy/with-monitoring/kustomization.yaml")).unwrap();
+    assert!(with["resources"].as_array().unwrap().iter().any(|r| r == "../base"));
+    assert!(read("deploy/base/kustomization.yaml").contains("- ../../crds"));
+    assert!(uninstall.contains("`kubectl delete -k deploy/with-monitoring` would remove them, but it holds the CRDs"));
 }

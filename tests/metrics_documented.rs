@@ -60,3 +60,29 @@ fn every_exported_metric_is_documented_with_its_type_and_no_other() {
     assert!(missing.is_empty(), "exported but not in docs/metrics.md: {missing:?}");
     assert!(extra.is_empty(), "in docs/metrics.md but not exported: {extra:?}");
 }
+
+#[test]
+fn the_work_queue_is_described_as_the_code_has_it() {
+    // No queue length is exported: metrics.md says so and points to what is exported instead.
+    let exported = exported();
+    let queue: Vec<_> = exported.iter().filter(|(name, _)| name.contains("queue")).collect();
+    assert!(queue.is_empty(), "a queue metric is exported now: describe it in docs/metrics.md: {queue:?}");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+    let doc = read("docs/metrics.md");
+    let paragraph =
+        doc[doc.find("Work-queue depth").expect("the work-queue paragraph")..].split("\n\n").next().unwrap();
+    let paragraph = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(paragraph.contains("(`workqueue_depth`) is not exported"), "{paragraph}");
+    for instead in ["ferro_ipam_reconciles_in_flight", "ferro_ipam_claims_waiting"] {
+        assert!(paragraph.contains(&format!("`{instead}`")), "{paragraph}");
+        assert!(exported.iter().any(|(name, _)| name == instead), "{instead} is not exported");
+    }
+    // Claims go through ferro-ipam's own queue; pools and Clusters through kube-rs's runner.
+    assert!(read("src/controller/wiring/claims.rs").contains("claim_store::{Change, ClaimStore, WorkQueue}"));
+    assert!(paragraph.contains("Claims go through ferro-ipam's own work queue"), "{paragraph}");
+    for runner in ["src/controller/wiring/pools.rs", "src/controller/wiring/clusters.rs"] {
+        assert!(read(runner).contains("Controller::for_stream"), "{runner} no longer runs on kube-rs's controller");
+    }
+    assert!(paragraph.contains("pools and Clusters go through kube-rs's controller runner"), "{paragraph}");
+}
