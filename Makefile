@@ -96,6 +96,12 @@ dist: release ## Release files in dist/: image tarball and digest, install.yaml,
 	$(call timed,dist,VERSION=$(VERSION) bash deploy/dist/dist.sh)
 
 # Two runs of dist.sh from this tree, which need not be committed; check.sh compares them.
+.PHONY: docs
+docs: ## The user book and the contributor guide (mdBook) into target/book, its links checked
+	$(call timed,mdbook,bash deploy/dist/cargo-tool.sh mdbook >/dev/null)
+	$(call timed,book,$$(bash deploy/dist/cargo-tool.sh mdbook 2>/dev/null | tail -1)/bin/mdbook build docs >/dev/null \
+	  && python3 e2e/tools/check-book.py target/book docs)
+
 .PHONY: test-dist
 test-dist: release ## make dist twice: the runs byte-identical, SHA256SUMS verified, the image digest in the chart and manifests
 	@rm -rf target/dist-check
@@ -191,7 +197,7 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 
 .PHONY: test
 test: disk-space ## Everything CI runs: lint, unit and property tests, reproducible dist/, e2e (both contracts), fault injection, the soak, the node
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit test-dist e2e test-contract-v1beta1 test-faults test-soak test-node)
+	$(call timed,make test,$(MAKE) --no-print-directory lint unit docs test-dist e2e test-contract-v1beta1 test-faults test-soak test-node)
 
 # A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
 # incremental caches, then the release target, etcd's data and the node's images. A disk that
