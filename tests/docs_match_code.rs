@@ -187,13 +187,13 @@ fn the_clusterctl_components_leave_verbosity_to_v_and_document_every_variable() 
     let components = read("deploy/clusterctl/ipam-components.yaml");
     assert!(!components.contains("--log-level"), "--log-level would override the --v cluster-api-operator sets");
     assert!(components.contains("--v=${FERRO_IPAM_VERBOSITY:=0}"), "the components take their verbosity from --v");
-    let operations = read("docs/operations.md");
+    let install = read("docs/install.md");
     let config = read("docs/clusterctl.yaml");
     let variables: BTreeSet<&str> =
         components.match_indices("${").filter_map(|(at, _)| components[at + 2..].split(":=").next()).collect();
     assert!(variables.len() >= 3, "{variables:?}");
     for variable in variables {
-        assert!(operations.contains(&format!("| `{variable}` |")), "{variable} is not in operations.md's table");
+        assert!(install.contains(&format!("| `{variable}` |")), "{variable} is not in install.md's table");
         assert!(config.contains(&format!("# {variable}:")), "{variable} is not in docs/clusterctl.yaml");
     }
 }
@@ -229,12 +229,12 @@ fn the_quick_start_names_every_crd_of_crds() {
 #[test]
 fn helm_installs_into_a_namespace_labelled_beforehand() {
     // `--create-namespace` makes a namespace without the Pod Security label of deploy/.
-    let operations = read("docs/operations.md");
-    assert!(!operations.contains("--create-namespace\n"), "docs/operations.md installs with --create-namespace");
+    let install = read("docs/install.md");
+    assert!(!install.contains("--create-namespace\n"), "docs/install.md installs with --create-namespace");
     let label = "kubectl label namespace ferro-ipam-system pod-security.kubernetes.io/enforce=restricted";
     let namespace: Vec<Value> = serde_saphyr::from_multiple(&read("deploy/base/namespace.yaml")).unwrap();
     assert_eq!(namespace[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted");
-    assert!(operations.contains(label), "docs/operations.md does not label the namespace as deploy/ does");
+    assert!(install.contains(label), "docs/install.md does not label the namespace as deploy/ does");
 }
 
 #[test]
@@ -581,10 +581,12 @@ fn the_memory_per_pool_follows_from_the_benchmarks() {
     let peak = row.split('|').map(str::trim).find(|c| c.ends_with(" MiB")).expect("its peak RSS");
     let peak: f64 = peak.trim_end_matches(" MiB").parse().unwrap();
     let per_pool = (peak - idle) * 1024.0 * 1024.0 / 10_000.0 / 1000.0;
-    let operations = read("docs/operations.md").replace('\n', " ");
-    let said = format!("10,000 pools with one claim each peaked at {peak} MiB, about {per_pool:.1} KB per pool");
-    assert!(operations.contains(&said), "docs/operations.md should say: {said}");
-    assert!(operations.contains(&format!("about {} MiB idle", idle.round())), "the idle figure of benchmarks.md");
+    let sizing = read("docs/sizing.md");
+    let said =
+        format!("| each pool with one claim, at 10,000 pools | about {per_pool:.1} KB ({peak} MiB at the peak) |");
+    assert!(sizing.contains(&said), "docs/sizing.md should say: {said}");
+    let idle_row = format!("| the process, idle, 100 empty pools | about {} MiB |", idle.round());
+    assert!(sizing.contains(&idle_row), "the idle figure of benchmarks.md: {idle_row}");
 }
 
 #[test]
@@ -607,7 +609,7 @@ fn uninstalling_deletes_the_monitoring_objects_too() {
     let component: Value = serde_saphyr::from_str(&read("deploy/monitoring/kustomization.yaml")).unwrap();
     let files: Vec<&str> = component["resources"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
     assert!(files.len() >= 2, "{files:?}");
-    let uninstall = section("docs/operations.md", "## Uninstall");
+    let uninstall = section("docs/upgrade-and-uninstall.md", "## Uninstall");
     let delete = uninstall.lines().find(|l| l.starts_with("kubectl delete -f deploy/monitoring/")).expect("a delete");
     for file in files {
         assert!(delete.contains(&format!("-f deploy/monitoring/{file}")), "the uninstall leaves {file}: {delete}");

@@ -15,7 +15,7 @@
 //! - [`Proxy::slow`]: holds every chunk the server sends for a delay before passing it on, as an
 //!   overloaded server would answer late; `Duration::ZERO` ends it. Requests go through at once:
 //!   a write held up longer than the lease's `D - R` is a limit of leader election itself
-//!   (docs/operations.md), not a fault to test.
+//!   (docs/high-availability.md), not a fault to test.
 //!
 //! It runs on a runtime of its own, so that it keeps forwarding whatever the test's runtime does.
 

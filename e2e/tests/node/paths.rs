@@ -40,7 +40,7 @@ fn chart_crds() -> Vec<String> {
 }
 
 /// Lets `release` in `namespace` take over the CRDs that are already there (the cluster was made
-/// with them), as docs/operations.md tells users whose cluster has them already.
+/// with them), as docs/install.md tells users whose cluster has them already.
 fn adopt_crds(release: &str, namespace: &str) {
     for crd in chart_crds() {
         kubectl(&["label", "--overwrite", "crd", &crd, "app.kubernetes.io/managed-by=Helm"]);

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::{DEPLOYMENT, SYSTEM, cluster, install_kustomize, kubectl, kubectl_json, pod_name, pods, report};
 
 /// Enough to need several times the idle memory; more only lengthens `make test` (20,000 took
-/// 4 to 7 minutes to create and serve on 2 cores). docs/operations.md gives the memory per claim
+/// 4 to 7 minutes to create and serve on 2 cores). docs/sizing.md gives the memory per claim
 /// up to 100,000, from the benchmark.
 const CLAIMS: usize = 5_000;
 /// What deploy/ gives the container; restored exactly, so that a later `kubectl apply

@@ -198,7 +198,7 @@ async fn clusterctl_installs_ferro_ipam_and_moves_a_namespace_with_its_addresses
     assert!(!log.contains("AllocationFailed"), "the target allocated nothing anew:\n{log}");
     drop(provider);
 
-    // `clusterctl delete` (docs/operations.md#uninstall) removes the provider and keeps the
+    // `clusterctl delete` (docs/upgrade-and-uninstall.md#uninstall) removes the provider and keeps the
     // CRDs, and so the pool and every address.
     clusterctl
         .run(&["delete", "--ipam", "ferro-ipam", "--kubeconfig", &target_kubeconfig])

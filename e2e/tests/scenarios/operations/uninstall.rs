@@ -1,4 +1,4 @@
-//! Uninstalling ferro-ipam keeps the pools, as docs/operations.md#uninstall says: `helm
+//! Uninstalling ferro-ipam keeps the pools, as docs/upgrade-and-uninstall.md#uninstall says: `helm
 //! uninstall` leaves the pool CRDs (the chart marks them `helm.sh/resource-policy: keep`), and
 //! `kubectl delete -k deploy/provider` removes the provider without its CRDs. The pools and the
 //! `IPAddress` objects outlive the provider; a reinstall, and the ferro-ipam that then runs,
@@ -122,7 +122,7 @@ async fn helm_uninstall_keeps_pools_and_addresses_and_a_reinstall_adopts_them() 
         all.extend(["--kubeconfig", &kubeconfig]);
         helm_ok(&all)
     };
-    // As docs/operations.md installs it: the namespace made and labelled first.
+    // As docs/install.md installs it: the namespace made and labelled first.
     plane.kubectl_ok(&["create", "namespace", NAMESPACE]).unwrap();
     plane.kubectl_ok(&["label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted"]).unwrap();
     let install = ["install", "ferro-ipam", &chart, "--namespace", NAMESPACE];
