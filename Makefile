@@ -145,6 +145,11 @@ e2e: tools install-tools build ## The end-to-end suite against a real kube-apise
 	$(call timed,e2e scenarios,$(CARGO) test -p ferro-ipam-e2e --test scenarios -- --test-threads $(E2E_THREADS))
 	$(call timed,e2e migration,$(CARGO) test -p ferro-ipam-e2e --test migration)
 
+# The user pages' shell blocks (```sh, ```console) against the demo's plane: docs/development.md.
+.PHONY: test-docs
+test-docs: tools build ## Run every runnable command of the user pages against the demo plane, compare the output shown
+	$(call timed,docs,$(CARGO) test -p ferro-ipam-e2e --test docs)
+
 # The scenarios of the CAPI IPAM contract (claim lifecycle, pause rules, release, grace period,
 # adoption, the consumers' claims) once more, against Cluster API 1.10's CRDs: IPAddressClaim,
 # IPAddress and Cluster served and stored as v1beta1 only.
@@ -196,8 +201,8 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
 
 .PHONY: test
-test: disk-space ## Everything CI runs: lint, unit and property tests, reproducible dist/, e2e (both contracts), fault injection, the soak, the node
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit docs test-dist e2e test-contract-v1beta1 test-faults test-soak test-node)
+test: disk-space ## Everything CI runs: lint, unit and property tests, the book, reproducible dist/, e2e (both contracts), the docs' commands, fault injection, the soak, the node
+	$(call timed,make test,$(MAKE) --no-print-directory lint unit docs test-dist e2e test-docs test-contract-v1beta1 test-faults test-soak test-node)
 
 # A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
 # incremental caches, then the release target, etcd's data and the node's images. A disk that

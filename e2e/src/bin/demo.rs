@@ -1,10 +1,7 @@
 //! `make demo`: a local control plane, ferro-ipam against it, the quick-start example applied,
 //! and what came of it shown through kubectl.
 
-use std::time::Duration;
-
 use anyhow::{Context as _, Result};
-use ferro_ipam_e2e::plane::repo_root;
 use ferro_ipam_e2e::{ControlPlane, Provider};
 
 fn show(plane: &ControlPlane, title: &str, args: &[&str]) -> Result<()> {
@@ -19,34 +16,9 @@ async fn main() -> Result<()> {
     println!("Starting etcd and kube-apiserver on 127.0.0.1 (the first run builds them, which takes minutes)...");
     let plane = ControlPlane::start().context("starting the control plane")?;
     println!("Starting ferro-ipam...");
-    let provider = Provider::start(&plane, &["--leader-elect", "--leader-election-namespace", "default"])?;
+    let provider = Provider::start(&plane, &ferro_ipam_e2e::demo::PROVIDER_ARGS)?;
 
-    let examples = repo_root().join("docs/examples/quickstart.yaml");
-    println!("Applying {}", examples.display());
-    print!("{}", plane.kubectl_ok(&["apply", "-f", &examples.to_string_lossy()])?);
-    plane.kubectl_ok(&[
-        "wait",
-        "-n",
-        "demo",
-        "--for=condition=Ready",
-        "--timeout=60s",
-        "ipaddressclaims.ipam.cluster.x-k8s.io",
-        "--all",
-    ])?;
-    // VIPs and VM IPs from labelled pools, and a Cluster whose endpoint ferro-ipam fills in.
-    let purpose = repo_root().join("docs/examples/vip-and-vm-ips.yaml");
-    println!("Applying {}", purpose.display());
-    print!("{}", plane.kubectl_ok(&["apply", "-f", &purpose.to_string_lossy()])?);
-    plane.kubectl_ok(&[
-        "wait",
-        "-n",
-        "default",
-        "--for=jsonpath={.spec.controlPlaneEndpoint.host}",
-        "--timeout=60s",
-        "clusters.cluster.x-k8s.io/workload",
-    ])?;
-    // Give the pool controller a moment to publish its counts.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    ferro_ipam_e2e::demo::apply_examples(&plane)?;
 
     show(
         &plane,
