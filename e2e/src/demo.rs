@@ -1,8 +1,6 @@
 //! What `make demo` applies, shared by the demo and the docs test (`e2e/tests/docs`), whose
 //! pages start from the state the demo shows.
 
-use std::time::Duration;
-
 use anyhow::Result;
 
 use crate::ControlPlane;
@@ -12,7 +10,7 @@ use crate::plane::repo_root;
 pub const PROVIDER_ARGS: [&str; 3] = ["--leader-elect", "--leader-election-namespace", "default"];
 
 /// Applies the quick-start example and the VIP and VM-IP example, and waits until their claims
-/// are served, the Cluster has its endpoint and the pools have had a moment to publish counts.
+/// are served, the Cluster has its endpoint and the pools' status counts them.
 pub fn apply_examples(plane: &ControlPlane) -> Result<()> {
     let examples = repo_root().join("docs/examples/quickstart.yaml");
     println!("Applying {}", examples.display());
@@ -38,7 +36,26 @@ pub fn apply_examples(plane: &ControlPlane) -> Result<()> {
         "--timeout=60s",
         "clusters.cluster.x-k8s.io/workload",
     ])?;
-    // Give the pool controller a moment to publish its counts.
-    std::thread::sleep(Duration::from_secs(2));
+    plane.kubectl_ok(&[
+        "wait",
+        "-n",
+        "default",
+        "--for=condition=Ready",
+        "--timeout=60s",
+        "ipaddressclaims.ipam.cluster.x-k8s.io",
+        "--all",
+    ])?;
+    // The pools' counts, as the pool controller publishes them a moment later.
+    for (pool, used) in [
+        ("-n=demo inclusterippool/nodes-v4", 2),
+        ("globalinclusterippool/shared-v6", 1),
+        ("-n=default inclusterippool/node-ips", 2),
+        ("globalinclusterippool/shared-vips", 1),
+    ] {
+        let condition = format!("--for=jsonpath={{.status.ipAddresses.used}}={used}");
+        let mut args = vec!["wait", "--timeout=60s", &condition];
+        args.extend(pool.split(' '));
+        plane.kubectl_ok(&args)?;
+    }
     Ok(())
 }
