@@ -6,7 +6,7 @@
 //! pointing at the plane and `PATH` starting with the built `ferro-ipam` and the plane's
 //! `kubectl`. A `sh` block is one script; each command of a `console` block is one script whose
 //! stdout and stderr together must match the output the page shows. The pages share the plane:
-//! each starts from the state the pages before it left, in the order of [`PAGES`]. A failure
+//! each starts from the state the pages before it left, in the book's order ([`user_pages`]). A failure
 //! ends its page (later blocks of the page may depend on it); the other pages still run, and
 //! the test fails naming the page, line, command, and the exit status or the difference. Files
 //! the pages write into the repository's root are listed in [`WRITTEN`] and removed at the end.
@@ -24,22 +24,24 @@ use blocks::{Block, Kind};
 use ferro_ipam_e2e::plane::repo_root;
 use ferro_ipam_e2e::{ControlPlane, Provider};
 
-/// The user pages (the book's), in the order they run.
-const PAGES: [&str; 13] = [
-    "quickstart.md",
-    "install-from-release.md",
-    "dual-stack.md",
-    "requested-and-sticky.md",
-    "allocation-strategy.md",
-    "reservations.md",
-    "vip-and-vm-ips.md",
-    "who-has-and-top.md",
-    "operations.md",
-    "metrics.md",
-    "migration.md",
-    "troubleshooting.md",
-    "api-reference.md",
-];
+/// The heading of SUMMARY.md's part that holds the contributor guide; the pages before it are
+/// the user pages.
+const CONTRIBUTOR_PART: &str = "# Contributor guide";
+
+/// The user pages: the book's pages before its contributor guide, in the book's order, which is
+/// the order they run in.
+fn user_pages() -> Vec<String> {
+    let summary = page_text("SUMMARY.md");
+    let user_part = summary.split(CONTRIBUTOR_PART).next().unwrap_or_default();
+    let pages: Vec<String> = user_part
+        .match_indices("](")
+        .filter_map(|(at, _)| user_part[at + 2..].split(')').next())
+        .filter(|target| target.ends_with(".md"))
+        .map(str::to_owned)
+        .collect();
+    assert!(pages.len() > 10 && summary.contains(CONTRIBUTOR_PART), "docs/SUMMARY.md lists no user part: {pages:?}");
+    pages
+}
 
 /// Files the pages write into the repository's root (migration.md's backup and preflight
 /// report), removed after the run.
@@ -55,7 +57,7 @@ fn page_text(page: &str) -> String {
 
 #[test]
 fn every_shell_block_of_the_user_pages_is_labelled() {
-    let errors: Vec<String> = PAGES
+    let errors: Vec<String> = user_pages()
         .iter()
         .filter_map(|page| blocks::shell_blocks(&page_text(page)).err().map(|error| format!("docs/{page}: {error}")))
         .collect();
@@ -167,7 +169,8 @@ fn the_user_pages_commands_run_against_the_demo_plane() {
     ferro_ipam_e2e::demo::apply_examples(&plane).expect("applying the demo's examples");
     let shell = Shell::new(&plane);
     let mut failures = Vec::new();
-    for page in PAGES {
+    for page in &user_pages() {
+        let page = page.as_str();
         if only.as_ref().is_some_and(|only| !only.iter().any(|p| p == page)) {
             continue;
         }
