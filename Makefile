@@ -119,7 +119,8 @@ release-manifests: toolchains ## Regenerate ipam-components.yaml and the Helm ch
 	@dir=$$(bash e2e/tools/build.sh | tail -1); \
 	  "$$dir/bin/kubectl" kustomize deploy/clusterctl > deploy/clusterctl/ipam-components.yaml; \
 	  "$$dir/bin/kubectl" kustomize deploy/with-monitoring > deploy/chart/files/manifests.yaml; \
-	  echo "==> deploy/clusterctl/ipam-components.yaml and deploy/chart/files/manifests.yaml regenerated"
+	  cp deploy/network-policy/networkpolicy.yaml deploy/chart/files/networkpolicy.yaml; \
+	  echo "==> deploy/clusterctl/ipam-components.yaml and deploy/chart/files/ regenerated"
 
 .PHONY: metrics-plot
 metrics-plot: tools build ## Redraw docs/metrics-dashboard.png from a real scrape (needs python3 with matplotlib)

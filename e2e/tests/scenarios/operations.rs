@@ -143,6 +143,22 @@ fn assert_hardened_controller(objects: &[Value]) {
     let pod_labels = &spec["template"]["metadata"]["labels"];
     assert!(labels_select(&spec["selector"]["matchLabels"], pod_labels));
     assert_eq!(pod["serviceAccountName"], "ferro-ipam-controller");
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical", "scheduled and kept as Cluster API's controllers");
+    let spread: Vec<(&Value, &Value)> = pod["topologySpreadConstraints"]
+        .as_array()
+        .expect("topologySpreadConstraints")
+        .iter()
+        .inspect(|c| assert!(labels_select(&c["labelSelector"]["matchLabels"], pod_labels), "{c}"))
+        .map(|c| (&c["topologyKey"], &c["whenUnsatisfiable"]))
+        .collect();
+    assert_eq!(
+        spread,
+        [
+            (&Value::from("kubernetes.io/hostname"), &Value::from("ScheduleAnyway")),
+            (&Value::from("topology.kubernetes.io/zone"), &Value::from("ScheduleAnyway")),
+        ],
+        "spread over nodes and zones, never unschedulable for want of them"
+    );
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
     let container = &pod["containers"][0];
@@ -186,7 +202,8 @@ fn assert_hardened_controller(objects: &[Value]) {
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "metrics");
     let pdb = find(objects, "PodDisruptionBudget", "ferro-ipam-controller");
     assert!(labels_select(&pdb["spec"]["selector"]["matchLabels"], pod_labels), "the PDB covers the pods");
-    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    // maxUnavailable, not minAvailable: a drain of a one-replica install is never blocked.
+    assert_eq!((&pdb["spec"]["maxUnavailable"], &pdb["spec"]["minAvailable"]), (&Value::from(1), &Value::Null));
 
     // The bindings name the ServiceAccount the pods run as, in the install namespace.
     for (kind, name) in [("ClusterRoleBinding", "ferro-ipam-controller"), ("RoleBinding", "ferro-ipam-leader-election")]

@@ -169,3 +169,54 @@ fn values_set_image_replicas_resources_flags_metrics_and_monitoring() {
     let stderr = String::from_utf8_lossy(&run.stderr) + String::from_utf8_lossy(&run.stdout);
     assert!(stderr.contains("reading kubeconfig"), "ferro-ipam {flags:?} refused its flags: {stderr}");
 }
+
+#[test]
+fn hardening_values_set_priority_spread_and_the_network_policy_of_deploy() {
+    let plane = ControlPlane::shared();
+    install_namespace(plane);
+    let defaults = template(plane, "ferro-ipam-system", &[]);
+    assert!(!defaults.iter().any(|o| o["kind"] == "NetworkPolicy"), "the NetworkPolicy is off by default");
+
+    let set = ["networkPolicy.enabled=true", "priorityClassName=", "topologySpreadConstraints=null", "replicas=1"];
+    let rendered = template(plane, "ferro-ipam-system", &set);
+    let pod = &find(&rendered, "Deployment", "ferro-ipam-controller")["spec"]["template"]["spec"];
+    assert!(pod["priorityClassName"].is_null(), "an empty priorityClassName drops it: {pod}");
+    assert!(pod["topologySpreadConstraints"].is_array(), "null keeps the manifest's spread");
+    let pdb = find(&rendered, "PodDisruptionBudget", "ferro-ipam-controller");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1, "one replica may still be evicted");
+
+    // The chart's NetworkPolicy is the kustomize component's, in the release's namespace.
+    let policy = find(&rendered, "NetworkPolicy", "ferro-ipam-controller");
+    let overlay = plane.dir.join("network-policy-overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    // kustomize takes only relative paths: from the overlay up to `/`, then down to deploy/.
+    let up = "../".repeat(overlay.components().count() - 1);
+    let relative = |dir: &str| format!("{up}{}", deploy(dir).strip_prefix("/").unwrap().display());
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
+            relative("base"),
+            relative("network-policy")
+        ),
+    )
+    .unwrap();
+    let built = kustomize(plane, &overlay);
+    assert_eq!(without_helm_labels(policy), *find(&built, "NetworkPolicy", "ferro-ipam-controller"));
+    // It lets in exactly the ports the container names for metrics and probes.
+    let container = &pod["containers"][0];
+    let named: Vec<&Value> = container["ports"].as_array().unwrap().iter().map(|p| &p["name"]).collect();
+    let allowed: Vec<&Value> =
+        policy["spec"]["ingress"][0]["ports"].as_array().unwrap().iter().map(|p| &p["port"]).collect();
+    assert_eq!(allowed, named, "the policy's ports are the container's");
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]), "egress to the API server stays open");
+
+    let custom = template(plane, "ferro-ipam-system", &["priorityClassName=ipam-critical"]);
+    let pod = &find(&custom, "Deployment", "ferro-ipam-controller")["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "ipam-critical");
+
+    let file = plane.dir.join("helm-template-hardening.yaml");
+    std::fs::write(&file, template_text(plane, "ferro-ipam-system", &set)).unwrap();
+    let accepted = server_dry_run(plane, "-f", &file);
+    assert!(accepted.iter().any(|o| o["kind"] == "NetworkPolicy"), "the API server accepts the NetworkPolicy");
+}
