@@ -1,6 +1,7 @@
 //! Disruptions of the installed Deployment under a claim storm, as a cluster meets them: the
 //! leader pod deleted (`kubectl delete pod`) and its container killed by the runtime, a
-//! `kubectl rollout restart`, an image change, and evictions checked by the PodDisruptionBudget.
+//! `kubectl rollout restart`, an image change, evictions checked by the PodDisruptionBudget, and a
+//! `kubectl drain` of a one-replica install, which the budget lets through.
 //! Every claim must be served within 30 s of its creation, and the invariant checker must stay
 //! clean (no address twice, counts exact).
 
@@ -14,7 +15,7 @@ use serde_json::json;
 
 use super::{
     DEPLOYMENT, IMAGE, SYSTEM, cluster, install_kustomize, kubectl, kubectl_json, leader_and_standby, pod_name, pods,
-    report, report_readiness, wait_ready_pods,
+    report, report_readiness, scale_controller, wait_ready_pods,
 };
 
 /// The longest a claim may wait, from its creation to its address, through any disruption.
@@ -235,7 +236,7 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
     // As `kubectl drain` does: the node cordoned first, so that the evicted pod's replacement
     // cannot start and one pod stays down (on a schedulable node it is back within seconds,
     // and the budget rightly allows the next eviction).
-    let node = kubectl_json(&["get", "nodes"])["items"][0]["metadata"]["name"].as_str().unwrap().to_owned();
+    let node = node_name();
     let _uncordon = Uncordon(node.clone());
     kubectl(&["cordon", &node]);
     api.evict(&names[0], &EvictParams::default()).await.unwrap_or_else(|e| panic!("the first eviction: {e}"));
@@ -259,8 +260,19 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
         ),
     }
     drop(_uncordon);
-    // The scheduler retries a pod it found unschedulable only after a back-off of up to five
-    // minutes; a new replacement is placed at once.
+    replace_pending_controller_pods();
+    wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+/// The node's name (the cluster has one).
+fn node_name() -> String {
+    kubectl_json(&["get", "nodes"])["items"][0]["metadata"]["name"].as_str().unwrap().to_owned()
+}
+
+/// Deletes the controller pods left Pending on the cordoned node: the scheduler retries a pod it
+/// found unschedulable only after a back-off of up to five minutes; a new replacement is placed
+/// at once.
+fn replace_pending_controller_pods() {
     kubectl(&[
         "delete",
         "pods",
@@ -270,5 +282,47 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
         "app.kubernetes.io/component=controller",
         "--field-selector=status.phase=Pending",
     ]);
+}
+
+#[tokio::test]
+async fn a_drain_of_a_one_replica_install_is_not_blocked_by_the_disruption_budget() {
+    install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
+    scale_controller(1);
+    let pdb = || kubectl_json(&["get", "pdb", "-n", SYSTEM, DEPLOYMENT]);
+    assert!(
+        wait_until(Duration::from_secs(90), || {
+            let pdb = pdb();
+            let status = &pdb["status"];
+            status["observedGeneration"] == pdb["metadata"]["generation"]
+                && status["expectedPods"] == 1
+                && status["currentHealthy"] == 1
+                && pods(SYSTEM, "app.kubernetes.io/component=controller").len() == 1
+        }),
+        "the PodDisruptionBudget never counted the one replica: {}",
+        pdb()["status"]
+    );
+    assert_eq!(pdb()["status"]["disruptionsAllowed"], 1, "one replica, and the budget allows its eviction");
+    let pod = pod_name(&pods(SYSTEM, "app.kubernetes.io/component=controller")[0]);
+
+    // `kubectl drain` retries an eviction the budget refuses until its timeout, then fails.
+    let node = node_name();
+    let _uncordon = Uncordon(node.clone());
+    let started = Instant::now();
+    cluster()
+        .kubectl_ok(&[
+            "drain",
+            &node,
+            "--pod-selector=app.kubernetes.io/component=controller",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=60s",
+        ])
+        .unwrap_or_else(|e| {
+            panic!("draining the node of the one replica {pod}: {e:#}; the budget: {}", pdb()["status"])
+        });
+    report(&format!("drain at one replica: {pod} evicted, the drain done in {:.1}s", started.elapsed().as_secs_f64()));
+    drop(_uncordon);
+    replace_pending_controller_pods();
+    scale_controller(2);
     wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
 }
