@@ -233,6 +233,14 @@ pub struct RunFlags {
     #[arg(long, default_value_t = 600)]
     pub sticky_address_seconds: u64,
 
+    /// Give Clusters labelled ferro-ipam.dev/control-plane-vip a control-plane VIP (a claim
+    /// created for them, its address written into spec.controlPlaneEndpoint). false: no Cluster
+    /// is written to and no claim created, so the rights to patch Clusters and to create and
+    /// delete claims can be dropped (deploy/without-control-plane-vip).
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = parse_bool, num_args = 0..=1, require_equals = true,
+          default_value = "true", default_missing_value = "true")]
+    pub control_plane_vip: bool,
+
     /// How many claims are reconciled at once.
     #[arg(long, default_value_t = 64)]
     pub claim_concurrency: u16,

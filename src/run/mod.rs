@@ -128,6 +128,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         sync_period: flags.sync_period,
         fence: connection.fence.clone(),
         listing: Listing { page_size: flags.list_page_size, streaming: flags.initial_list == InitialList::Streaming },
+        control_plane_vip_disabled: !flags.control_plane_vip,
     };
 
     let others = if flags.other_provider_check { flags.other_provider_lease.clone() } else { Vec::new() };

@@ -45,6 +45,27 @@ pub fn kustomize(plane: &ControlPlane, dir: &Path) -> Vec<Value> {
     yaml_documents(&kustomize_text(plane, dir))
 }
 
+/// `deploy/` with the kustomize components of `deploy/<component>`, built as a user's overlay
+/// would build it (in the plane's directory, named after the components).
+pub fn with_components(plane: &ControlPlane, components: &[&str]) -> Vec<Value> {
+    let overlay = plane.dir.join(format!("overlay-{}", components.join("-")));
+    std::fs::create_dir_all(&overlay).unwrap();
+    // kustomize takes only relative paths: from the overlay up to `/`, then down to deploy/.
+    let up = "../".repeat(overlay.components().count() - 1);
+    let relative = |dir: &str| format!("{up}{}", deploy(dir).strip_prefix("/").unwrap().display());
+    let components: Vec<String> = components.iter().map(|c| relative(c)).collect();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
+            relative(""),
+            components.join(", ")
+        ),
+    )
+    .unwrap();
+    kustomize(plane, &overlay)
+}
+
 /// The object of this kind and name.
 pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     objects

@@ -67,6 +67,16 @@ impl ClusterWatch {
         ClusterWatch { store, resource, objects, relistings: relistings.boxed() }
     }
 
+    /// The Cluster watch alone, until `shutdown`: its store kept for the pause rules, its changes
+    /// waking their claims, and no Cluster written (`--control-plane-vip=false`).
+    pub fn watch_only<S>(self, shutdown: S) -> impl Future<Output = ()> + Send + use<S>
+    where
+        S: Future<Output = ()> + Send + Sync + 'static,
+    {
+        let objects = futures::stream::select(self.objects.map(|_| ()), self.relistings);
+        drain(objects.take_until(shutdown))
+    }
+
     /// The control-plane VIP controller, until `shutdown`.
     pub fn controller<S>(self, term: &Term, ctx: Arc<Context>, shutdown: S) -> impl Future<Output = ()> + Send + use<S>
     where

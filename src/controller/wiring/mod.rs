@@ -74,7 +74,10 @@ impl Term {
         let (routes, router) = router::route(index_triggers, claims.triggers.clone());
 
         let cluster_controller = match clusters {
-            Some(clusters) => future::Either::Left(clusters.controller(self, ctx.clone(), shutdown.clone())),
+            Some(clusters) if !self.settings.control_plane_vip_disabled => {
+                future::Either::Left(future::Either::Left(clusters.controller(self, ctx.clone(), shutdown.clone())))
+            }
+            Some(clusters) => future::Either::Left(future::Either::Right(clusters.watch_only(shutdown.clone()))),
             None => future::Either::Right(future::ready(())),
         };
         let claim_controller = claims.controller(self, ctx.clone(), shutdown.clone());

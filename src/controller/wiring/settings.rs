@@ -35,6 +35,8 @@ pub struct Settings {
     pub fence: crate::client::Fence,
     /// How every watch lists what exists.
     pub listing: Listing,
+    /// The control-plane VIP controller does not run (`--control-plane-vip=false`).
+    pub control_plane_vip_disabled: bool,
 }
 
 /// How every watch lists what exists: at start, and again after a failure.

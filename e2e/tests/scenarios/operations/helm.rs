@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{
     assert_hardened_controller, deploy, find, install_namespace, kinds, kustomize, kustomize_text, server_dry_run,
-    yaml_documents,
+    with_components, yaml_documents,
 };
 
 fn helm() -> PathBuf {
@@ -187,21 +187,7 @@ fn hardening_values_set_priority_spread_and_the_network_policy_of_deploy() {
 
     // The chart's NetworkPolicy is the kustomize component's, in the release's namespace.
     let policy = find(&rendered, "NetworkPolicy", "ferro-ipam-controller");
-    let overlay = plane.dir.join("network-policy-overlay");
-    std::fs::create_dir_all(&overlay).unwrap();
-    // kustomize takes only relative paths: from the overlay up to `/`, then down to deploy/.
-    let up = "../".repeat(overlay.components().count() - 1);
-    let relative = |dir: &str| format!("{up}{}", deploy(dir).strip_prefix("/").unwrap().display());
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
-            relative("base"),
-            relative("network-policy")
-        ),
-    )
-    .unwrap();
-    let built = kustomize(plane, &overlay);
+    let built = with_components(plane, &["network-policy"]);
     assert_eq!(without_helm_labels(policy), *find(&built, "NetworkPolicy", "ferro-ipam-controller"));
     // It lets in exactly the ports the container names for metrics and probes.
     let container = &pod["containers"][0];
@@ -219,4 +205,20 @@ fn hardening_values_set_priority_spread_and_the_network_policy_of_deploy() {
     std::fs::write(&file, template_text(plane, "ferro-ipam-system", &set)).unwrap();
     let accepted = server_dry_run(plane, "-f", &file);
     assert!(accepted.iter().any(|o| o["kind"] == "NetworkPolicy"), "the API server accepts the NetworkPolicy");
+}
+
+#[test]
+fn without_the_control_plane_vip_the_chart_drops_its_rights_as_the_kustomize_component_does() {
+    let plane = ControlPlane::shared();
+    let rendered = template(plane, "ferro-ipam-system", &["controlPlaneVIP=false"]);
+    let built = with_components(plane, &["without-control-plane-vip"]);
+    let role = |objects: &[Value]| find(objects, "ClusterRole", "ferro-ipam-controller")["rules"].clone();
+    assert_eq!(role(&rendered), role(&built), "the chart's rules are the component's");
+    let args = |objects: &[Value]| {
+        find(objects, "Deployment", "ferro-ipam-controller")["spec"]["template"]["spec"]["containers"][0]["args"]
+            .clone()
+    };
+    assert_eq!(args(&rendered), args(&built), "the chart passes the component's flag");
+    let defaults = template(plane, "ferro-ipam-system", &[]);
+    assert_ne!(role(&defaults), role(&built), "by default the VIP controller keeps its rights");
 }

@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{deploy, find, kustomize, scraper_token};
+use super::{deploy, find, kustomize, scraper_token, with_components};
 use crate::PROMPTLY;
 use crate::providers::{PROVIDER_A, install_kind};
 use crate::vip::{self, vip_pool};
@@ -23,6 +23,8 @@ use crate::vip::{self, vip_pool};
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ferro-ipam-system:ferro-ipam-controller";
 /// The identity of the run with the finalizers rule taken out.
 const WITHOUT_FINALIZERS: &str = "ferro-ipam-without-finalizers";
+/// The identity of the run with `deploy/without-control-plane-vip`'s RBAC and flag.
+const WITHOUT_VIP: &str = "ferro-ipam-without-control-plane-vip";
 
 struct Audited {
     plane: ControlPlane,
@@ -41,7 +43,7 @@ fn audited() -> &'static Audited {
             &policy,
             format!(
                 "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-                 - level: Metadata\n  users: [\"{SERVICE_ACCOUNT}\", \"{WITHOUT_FINALIZERS}\"]\n- level: None\n"
+                 - level: Metadata\n  users: [\"{SERVICE_ACCOUNT}\", \"{WITHOUT_FINALIZERS}\", \"{WITHOUT_VIP}\"]\n- level: None\n"
             ),
         )
         .unwrap();
@@ -312,13 +314,36 @@ async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
     }
 
     without_the_finalizers_rule_addresses_cannot_be_written(audited, &objects).await;
+    without_the_vip_controller_no_cluster_is_written_and_its_rights_are_not_needed(audited).await;
+}
+
+/// A kubeconfig of the client-certificate user `name`, bound to `role` (a ClusterRole, renamed
+/// `name`).
+async fn user_with_role(plane: &ControlPlane, name: &str, mut role: Value) -> PathBuf {
+    let client = plane.client().await;
+    role["metadata"] = json!({"name": name});
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(role).unwrap())
+        .await
+        .unwrap();
+    let binding = json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
+    });
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &serde_json::from_value(binding).unwrap())
+        .await
+        .unwrap();
+    let (cert, key) = certs::client_certificate(&plane.dir, &plane.credentials.ca, name, &[], name).unwrap();
+    let user = format!("    client-certificate: {}\n    client-key: {}", cert.display(), key.display());
+    kubeconfig(plane, name, &user)
 }
 
 /// The same RBAC minus the finalizers rules, for another identity: blockOwnerDeletion makes
 /// every IPAddress create fail, and that shows up in the claim, the log and the audit log.
 async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'static Audited, objects: &[Value]) {
     let plane = &audited.plane;
-    let client = plane.client().await;
     let mut role = find(objects, "ClusterRole", "ferro-ipam-controller").clone();
     let rules: Vec<Value> = role["rules"]
         .as_array()
@@ -333,25 +358,7 @@ async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'stat
         "two rules hold the finalizers: the IPAM objects' and the Clusters'"
     );
     role["rules"] = Value::from(rules);
-    role["metadata"] = json!({"name": WITHOUT_FINALIZERS});
-    Api::<ClusterRole>::all(client.clone())
-        .create(&PostParams::default(), &serde_json::from_value(role).unwrap())
-        .await
-        .unwrap();
-    let binding = json!({
-        "metadata": {"name": WITHOUT_FINALIZERS},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WITHOUT_FINALIZERS},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": WITHOUT_FINALIZERS}],
-    });
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&PostParams::default(), &serde_json::from_value(binding).unwrap())
-        .await
-        .unwrap();
-    let (cert, key) =
-        certs::client_certificate(&plane.dir, &plane.credentials.ca, WITHOUT_FINALIZERS, &[], WITHOUT_FINALIZERS)
-            .unwrap();
-    let user = format!("    client-certificate: {}\n    client-key: {}", cert.display(), key.display());
-    let config = kubeconfig(plane, WITHOUT_FINALIZERS, &user);
+    let config = user_with_role(plane, WITHOUT_FINALIZERS, role).await;
 
     let s = scope_on(plane, "rbac-without-finalizers").await;
     let provider = Provider::launch(plane, &config, &["--namespace", &s.ns]).unwrap();
@@ -373,4 +380,59 @@ async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'stat
         refused.iter().any(|r| r.verb == "create" && r.resource == "ipam.cluster.x-k8s.io/ipaddresses"),
         "the audit log shows the refused IPAddress create: {refused:#?}"
     );
+}
+
+/// `deploy/without-control-plane-vip`: its flag turns the VIP controller off, and its RBAC, with
+/// no Cluster patch and no claim create or delete, suffices: an opted-in Cluster is left alone,
+/// claims are served, and the API server refuses nothing.
+async fn without_the_vip_controller_no_cluster_is_written_and_its_rights_are_not_needed(audited: &'static Audited) {
+    let plane = &audited.plane;
+    let objects = with_components(plane, &["without-control-plane-vip"]);
+    let role = find(&objects, "ClusterRole", "ferro-ipam-controller").clone();
+    let grants = granted(&role["rules"]);
+    assert_eq!(grants["cluster.x-k8s.io/clusters"], ["get", "list", "watch"].map(str::to_owned).into());
+    assert!(!grants.contains_key("cluster.x-k8s.io/clusters/finalizers"), "{grants:?}");
+    assert!(!grants["ipam.cluster.x-k8s.io/ipaddressclaims"].iter().any(|v| v == "create" || v == "delete"));
+    let args =
+        find(&objects, "Deployment", "ferro-ipam-controller")["spec"]["template"]["spec"]["containers"][0]["args"]
+            .clone();
+    let flag = "--control-plane-vip=false";
+    assert!(args.as_array().unwrap().iter().any(|a| a == flag), "{args}");
+    let config = user_with_role(plane, WITHOUT_VIP, role).await;
+
+    let s = scope_on(plane, "rbac-without-vip").await;
+    let provider = Provider::launch(plane, &config, &["--namespace", &s.ns, flag]).unwrap();
+    provider.wait_ready(std::time::Duration::from_secs(60)).unwrap();
+    install_kind(&s, PROVIDER_A, "Cluster").await;
+    vip::cluster(&s, "opted-in", Some("true"), json!({})).await;
+    s.pool("nodes", json!({"addresses": ["10.63.0.10-10.63.0.12"], "prefix": 24})).await.unwrap();
+    // A claim of that Cluster is served once its Cluster is known (the pause rules read it), so
+    // the Cluster watch has seen the opted-in Cluster by then.
+    s.claim_with("m0", "InClusterIPPool", "nodes", json!({"labels": {"cluster.x-k8s.io/cluster-name": "opted-in"}}))
+        .await
+        .unwrap();
+    s.wait_allocated("m0", PROMPTLY).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let cluster = vip::clusters(&s).get("opted-in").await.unwrap();
+    assert!(
+        cluster.data["spec"]["controlPlaneEndpoint"]["host"].as_str().unwrap_or_default().is_empty(),
+        "the Cluster was given an endpoint: {}",
+        cluster.data["spec"]
+    );
+    let claims: Vec<String> = s
+        .claims()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(claims, ["m0"], "no VIP claim was made");
+    let requests: Vec<Request> = audit_log(&audited.log).into_iter().filter(|r| r.user == WITHOUT_VIP).collect();
+    assert!(requests.len() > 5, "the audit log holds the provider's requests ({})", requests.len());
+    let refused: Vec<&Request> = requests.iter().filter(|r| !r.allowed || r.code == 403).collect();
+    assert!(refused.is_empty(), "requests refused without the VIP rights: {refused:#?}");
+    let log = provider.log_tail(100_000);
+    assert!(!log.to_lowercase().contains("forbidden"), "the provider was refused something:\n{log}");
 }
