@@ -121,9 +121,10 @@ def check_pages(book, docs):
 
 
 # A commit: 7 to 40 hex digits with at least one digit and one letter, not part of a sha256
-# digest or a longer word. An issue: "issue 12", "issues 3 and 4", "#12".
+# digest or a longer word. An issue: "issue 12", "issues 3 and 4", "#12" (not a link's anchor
+# such as "(#3-a-first-pool)").
 COMMIT = re.compile(r"(?<![\w:/.-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w.-])")
-ISSUE = re.compile(r"\bissues? #?\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
+ISSUE = re.compile(r"\bissues? #?\d+|(?<![\w&/(])#\d+\b(?!-)", re.IGNORECASE)
 
 
 def check_user_pages(docs):
