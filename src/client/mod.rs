@@ -74,3 +74,17 @@ pub fn connect(
     };
     Ok((Connection { client, fence, clock }, lease))
 }
+
+/// A client of its own for the reviews of the metrics endpoint's scrapers (TokenReviews and
+/// SubjectAccessReviews), limited to `qps` and `burst`: however many scrapers come, their reviews
+/// never take from the controllers' `--kube-api-qps`, nor wait behind it.
+pub fn reviews(config: Config, qps: f32, burst: u32) -> anyhow::Result<Client> {
+    let layer =
+        GuardLayer { fence: Fence::always_open(), clock: ServerClock::default(), timeouts: Timeouts::default() };
+    Ok(ClientBuilder::try_from(config)
+        .context("building the Kubernetes client for reviews")?
+        .with_layer(&tower::buffer::BufferLayer::new(64))
+        .with_layer(&RateLimitLayer::new(qps, burst))
+        .with_layer(&layer)
+        .build())
+}

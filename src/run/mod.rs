@@ -100,12 +100,13 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
     let fence = if flags.leader_elect { Fence::closed() } else { Fence::always_open() };
     let rate = (flags.kube_api_qps > 0.0).then_some((flags.kube_api_qps, flags.kube_api_burst));
     let config = client::config(flags.kubeconfig.as_deref()).await?;
+    let reviews_config = config.clone();
     let (connection, lease_client) = client::connect(config, fence, Timeouts::default(), rate)?;
     let client = connection.client.clone();
     let health = Health::default();
     let metrics = Arc::new(Metrics::new());
     let misconfig = Misconfig::new(health.clone(), metrics.misconfigured.clone());
-    diagnostics::serve(&flags, metrics.clone(), client.clone()).await?;
+    diagnostics::serve(&flags, metrics.clone(), reviews_config).await?;
     if let Some(address) = parse_bind_address(&flags.health_probe_bind_address).map_err(anyhow::Error::msg)? {
         health::serve(address, health.router(), "health probes").await?;
         info!(%address, "serving health probes");

@@ -13,7 +13,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tracing::debug;
@@ -26,6 +26,9 @@ pub(crate) const KEY_FILE: &str = "tls.key";
 
 /// How long a client may take to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// TLS handshakes under way at once. Past it, new connections wait in the kernel's backlog:
+/// a flood of handshakes costs bounded CPU and memory, and no handshake already started.
+const HANDSHAKES_AT_ONCE: usize = 32;
 
 /// The server configuration the flags ask for.
 pub(super) fn server_config(flags: &RunFlags) -> anyhow::Result<Arc<ServerConfig>> {
@@ -116,8 +119,10 @@ impl TlsListener {
         let local = tcp.local_addr()?;
         let (done, connections) = mpsc::channel(64);
         let acceptor = TlsAcceptor::from(config);
+        let handshakes = Arc::new(Semaphore::new(HANDSHAKES_AT_ONCE));
         tokio::spawn(async move {
             while !done.is_closed() {
+                let Ok(handshake) = handshakes.clone().acquire_owned().await else { return };
                 let (stream, peer) = match tcp.accept().await {
                     Ok(connection) => connection,
                     Err(error) => {
@@ -129,6 +134,8 @@ impl TlsListener {
                 };
                 let (acceptor, done) = (acceptor.clone(), done.clone());
                 tokio::spawn(async move {
+                    // Held until the connection is handed over.
+                    let _handshake = handshake;
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
                             let _ = done.send((tls, peer)).await;
