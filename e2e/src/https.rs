@@ -2,7 +2,7 @@
 //! bearer token, the server's certificate checked against a CA or not at all (as a Prometheus
 //! with `insecureSkipVerify` scrapes a self-signed endpoint).
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
@@ -116,4 +116,35 @@ pub fn get(
     let (head, body) = response.split_once("\r\n\r\n").context("no HTTP head")?;
     let status = head.split_whitespace().nth(1).context("no status")?.parse()?;
     Ok((status, body.to_owned()))
+}
+
+/// GET `path` from `address` once per token, one after another on one HTTP/1.1 connection kept
+/// alive, as a flood of scrapes would come: the status codes. An error when the server closes
+/// the connection or answers chunked.
+pub fn get_each(address: &str, path: &str, tokens: &[String], trust: &Trust<'_>) -> Result<Vec<u16>> {
+    let (config, name) = config(trust, false)?;
+    let tcp = TcpStream::connect(address).with_context(|| format!("connecting to {address}"))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut tls = BufReader::new(StreamOwned::new(ClientConnection::new(config, name)?, tcp));
+    let mut statuses = Vec::with_capacity(tokens.len());
+    let mut line = String::new();
+    for token in tokens {
+        write!(tls.get_mut(), "GET {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\r\n")?;
+        tls.get_mut().flush()?;
+        line.clear();
+        anyhow::ensure!(tls.read_line(&mut line)? > 0, "the server closed the connection");
+        statuses.push(line.split_whitespace().nth(1).context("no status")?.parse()?);
+        let mut length = 0;
+        loop {
+            line.clear();
+            tls.read_line(&mut line)?;
+            let Some((field, value)) = line.trim_end().split_once(':') else { break };
+            anyhow::ensure!(!field.eq_ignore_ascii_case("transfer-encoding"), "a chunked answer: {line}");
+            if field.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse()?;
+            }
+        }
+        tls.read_exact(&mut vec![0; length])?;
+    }
+    Ok(statuses)
 }

@@ -6,6 +6,7 @@
 mod clusterctl;
 mod conventions;
 mod diagnostics;
+mod diagnostics_flood;
 mod flags;
 mod helm;
 mod image;
@@ -23,6 +24,31 @@ use anyhow::{Context as _, Result, bail};
 use ferro_ipam_e2e::ControlPlane;
 use ferro_ipam_e2e::plane::repo_root;
 use serde_json::Value;
+
+/// A control plane of its own whose API server writes an audit log, as `policy` says.
+pub struct Audited {
+    pub plane: ControlPlane,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Audited {
+    /// Starts it, with `more` kube-apiserver flags; `name` tells its directory apart.
+    pub fn start(name: &str, policy: &str, more: &[&str]) -> Audited {
+        let dir = tempfile::Builder::new().prefix(&format!("ferro-ipam-{name}-")).tempdir().unwrap();
+        let (policy_file, log) = (dir.path().join("audit-policy.yaml"), dir.path().join("audit.log"));
+        std::fs::write(&policy_file, policy).unwrap();
+        let mut args = vec![
+            format!("--audit-policy-file={}", policy_file.display()),
+            format!("--audit-log-path={}", log.display()),
+            "--audit-log-mode=blocking".to_owned(),
+        ];
+        args.extend(more.iter().map(|flag| flag.to_string()));
+        let plane =
+            ControlPlane::start_with(&args).unwrap_or_else(|e| panic!("starting the {name} control plane: {e:#}"));
+        Audited { plane, log, _dir: dir }
+    }
+}
 
 /// A path under `deploy/`.
 pub fn deploy(path: &str) -> PathBuf {

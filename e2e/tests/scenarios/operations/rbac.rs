@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{deploy, find, kustomize, scraper_token, with_components};
+use super::{Audited, deploy, find, kustomize, scraper_token, with_components};
 use crate::PROMPTLY;
 use crate::providers::{PROVIDER_A, install_kind};
 use crate::vip::{self, vip_pool};
@@ -26,35 +26,15 @@ const WITHOUT_FINALIZERS: &str = "ferro-ipam-without-finalizers";
 /// The identity of the run with `deploy/without-control-plane-vip`'s RBAC and flag.
 const WITHOUT_VIP: &str = "ferro-ipam-without-control-plane-vip";
 
-struct Audited {
-    plane: ControlPlane,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
 /// A control plane of its own: audited, with the owner-reference permission check.
 fn audited() -> &'static Audited {
     static AUDITED: OnceLock<Audited> = OnceLock::new();
     AUDITED.get_or_init(|| {
-        let dir = tempfile::Builder::new().prefix("ferro-ipam-audit-").tempdir().unwrap();
-        let policy = dir.path().join("audit-policy.yaml");
-        let log = dir.path().join("audit.log");
-        std::fs::write(
-            &policy,
-            format!(
-                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-                 - level: Metadata\n  users: [\"{SERVICE_ACCOUNT}\", \"{WITHOUT_FINALIZERS}\", \"{WITHOUT_VIP}\"]\n- level: None\n"
-            ),
-        )
-        .unwrap();
-        let plane = ControlPlane::start_with(&[
-            format!("--audit-policy-file={}", policy.display()),
-            format!("--audit-log-path={}", log.display()),
-            "--audit-log-mode=blocking".to_owned(),
-            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_owned(),
-        ])
-        .unwrap_or_else(|e| panic!("starting the audited control plane: {e:#}"));
-        Audited { plane, log, _dir: dir }
+        let policy = format!(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+             - level: Metadata\n  users: [\"{SERVICE_ACCOUNT}\", \"{WITHOUT_FINALIZERS}\", \"{WITHOUT_VIP}\"]\n- level: None\n"
+        );
+        Audited::start("audit", &policy, &["--enable-admission-plugins=OwnerReferencesPermissionEnforcement"])
     })
 }
 
@@ -75,7 +55,8 @@ fn kubeconfig(plane: &ControlPlane, name: &str, user: &str) -> PathBuf {
     path
 }
 
-async fn scope_on(plane: &'static ControlPlane, ns: &str) -> Scope {
+/// A Scope in the new namespace `ns` of `plane`.
+pub(super) async fn scope_on(plane: &'static ControlPlane, ns: &str) -> Scope {
     let client = plane.client().await;
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.unwrap();
