@@ -207,7 +207,8 @@ pub struct RunFlags {
     pub sync_period: Duration,
 
     /// Requests per second to the API server, sustained; 0: no client-side limit (ferro-ipam
-    /// paces its own pool-status writes). The Lease is renewed, and scrapers' tokens reviewed, outside this limit.
+    /// paces its own pool-status writes). The Lease is renewed, and scrapers' tokens reviewed,
+    /// outside this limit.
     #[arg(long, default_value_t = 0.0)]
     pub kube_api_qps: f32,
 
