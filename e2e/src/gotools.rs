@@ -49,14 +49,25 @@ pub struct Clusterctl {
 }
 
 impl Clusterctl {
+    /// A local repository of this checkout's files: `deploy/clusterctl/ipam-components.yaml` and
+    /// `metadata.yaml`.
     pub fn with_local_repository() -> Result<Clusterctl> {
+        let root = repo_root();
+        Clusterctl::with_repository_of(
+            &root.join("deploy/clusterctl/ipam-components.yaml"),
+            &root.join("metadata.yaml"),
+        )
+    }
+
+    /// A local repository holding these release files (a `dist/`'s, say), laid out as
+    /// docs/install-from-release.md tells users: `<base>/ipam-ferro-ipam/<version>/`.
+    pub fn with_repository_of(components: &Path, metadata: &Path) -> Result<Clusterctl> {
         let home = tempfile::tempdir()?;
         let version_dir = home.path().join("repository/ipam-ferro-ipam").join(VERSION);
         std::fs::create_dir_all(&version_dir)?;
-        for (from, to) in
-            [("deploy/clusterctl/ipam-components.yaml", "ipam-components.yaml"), ("metadata.yaml", "metadata.yaml")]
-        {
-            std::fs::copy(repo_root().join(from), version_dir.join(to))?;
+        for (from, to) in [(components, "ipam-components.yaml"), (metadata, "metadata.yaml")] {
+            std::fs::copy(from, version_dir.join(to))
+                .with_context(|| format!("copying {} into the clusterctl repository", from.display()))?;
         }
         let documented: serde_json::Value =
             serde_saphyr::from_str(&std::fs::read_to_string(repo_root().join("docs/clusterctl.yaml"))?)?;

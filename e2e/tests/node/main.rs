@@ -1,4 +1,4 @@
-//! ferro-ipam where users run it: the image from `make image` as pods on a real node (kubelet,
+//! ferro-ipam where users run it: a release's image (`make dist`'s) as pods on a real node (kubelet,
 //! containerd and runc, the CNI bridge, kube-proxy), beside kube-controller-manager and
 //! kube-scheduler, installed, disrupted, garbage-collected and removed the way users do it.
 //!
@@ -12,13 +12,13 @@ mod install;
 mod metrics;
 mod migration;
 mod paths;
+mod release;
 mod rollout_vips;
 mod takeover;
 mod under_load;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -28,29 +28,21 @@ use ferro_ipam_e2e::plane::repo_root;
 use ferro_ipam_e2e::process::wait_until;
 use serde_json::Value;
 
+use crate::release::release;
+
 /// Where `deploy/` installs ferro-ipam.
 pub const SYSTEM: &str = "ferro-ipam-system";
 /// The Deployment `deploy/` makes.
 pub const DEPLOYMENT: &str = "ferro-ipam-controller";
-/// The image `deploy/` names; `make image` builds it under this name.
+/// The image `deploy/` names; `make image` and `make dist` build it under this name.
 pub const IMAGE: &str = concat!("ghcr.io/ferro-ipam/ferro-ipam:v", env!("CARGO_PKG_VERSION"));
 
-/// The tarball `make image` wrote (`$FERRO_IPAM_IMAGE_TARBALL` to use another).
-fn image_tarball() -> PathBuf {
-    std::env::var("FERRO_IPAM_IMAGE_TARBALL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo_root().join(format!("target/image/ferro-ipam-v{}.tar", env!("CARGO_PKG_VERSION"))))
-}
-
-/// The shared cluster, with ferro-ipam's image imported into its node.
+/// The shared cluster, with the release's image ([`release`]) imported into its node as
+/// docs/install-from-release.md tells users to.
 pub fn cluster() -> &'static Cluster {
     static IMPORTED: OnceLock<()> = OnceLock::new();
     let cluster = Cluster::shared();
-    IMPORTED.get_or_init(|| {
-        let tarball = image_tarball();
-        assert!(tarball.exists(), "{} is missing: run `make image` first", tarball.display());
-        cluster.import_image(&tarball).expect("importing ferro-ipam's image");
-    });
+    IMPORTED.get_or_init(|| release().import_image(cluster));
     cluster
 }
 

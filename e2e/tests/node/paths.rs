@@ -1,9 +1,12 @@
-//! The other ways users install and remove ferro-ipam, on the node: the Helm chart with its
+//! The ways users install and remove ferro-ipam, on the node, from a release's files alone
+//! (`make dist`'s, [`release`]): `kubectl apply -f install.yaml`, the packaged Helm chart with its
 //! defaults (into the namespace the docs create and label, then with `--create-namespace` into a
-//! fresh one), `clusterctl generate provider`'s output applied, and the uninstall the docs give
-//! for Helm and kustomize. Each install ends in Running pods that serve claims; each uninstall
-//! removes the pods and keeps the CRDs, the pools and every address, which the next install
-//! serves again unchanged.
+//! fresh one), and `clusterctl generate provider`'s output from a local repository made of the
+//! release's clusterctl files, applied; then the uninstall the docs give for Helm and kustomize.
+//! Each install ends in Running pods of the release's image, by digest, that serve claims, and
+//! reports how long it took from the install command to Ready pods. Each uninstall removes the
+//! pods and keeps the CRDs, the pools and every address, which the next install serves again
+//! unchanged.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,6 +17,7 @@ use ferro_ipam_e2e::plane::repo_root;
 use ferro_ipam_e2e::process::wait_until;
 use serde_json::{Value, json};
 
+use super::release::release;
 use super::{
     DEPLOYMENT, SYSTEM, cluster, install_kustomize, kubectl, kubectl_json, pods, remove_provider, report,
     report_readiness,
@@ -30,7 +34,7 @@ fn helm(args: &[&str]) -> String {
 
 /// The CRDs the chart ships (its default `crds: true`).
 fn chart_crds() -> Vec<String> {
-    let rendered = helm(&["template", "ferro-ipam", &repo_root().join("deploy/chart").to_string_lossy()]);
+    let rendered = helm(&["template", "ferro-ipam", &chart()]);
     let documents: Vec<Value> = serde_saphyr::from_multiple(&rendered).expect("helm renders YAML");
     documents
         .iter()
@@ -57,7 +61,7 @@ fn adopt_crds(release: &str, namespace: &str) {
 
 /// Waits until `namespace` runs `count` Ready controller pods and no other; reports how long
 /// each took to be Ready.
-fn wait_pods(step: &str, namespace: &str, count: usize) {
+fn wait_pods(step: &str, namespace: &str, count: usize) -> Vec<Value> {
     let ready = wait_until(Duration::from_secs(180), || {
         let all = pods(namespace, CONTROLLER);
         all.len() == count && all.iter().all(super::pod_ready)
@@ -73,6 +77,17 @@ fn wait_pods(step: &str, namespace: &str, count: usize) {
         assert_eq!(pod["status"]["phase"], "Running");
     }
     report_readiness(step, &all);
+    all
+}
+
+/// Runs `install` (a user's command with the release's files), then waits until `namespace` runs
+/// two Ready controller pods of the release's image; reports the time from the command to Ready.
+fn install_release(step: &str, namespace: &str, install: impl FnOnce()) {
+    let started = Instant::now();
+    install();
+    let ready = wait_pods(step, namespace, 2);
+    report(&format!("{step}: install command to Ready pods {:.1}s", started.elapsed().as_secs_f64()));
+    release().assert_runs_image(step, &ready);
 }
 
 /// Waits until `namespace` runs no controller pod.
@@ -109,12 +124,30 @@ async fn kept(scope: &Scope, step: &str, before: &BTreeMap<String, String>) {
     assert_eq!(&scope.address_map().await.unwrap(), before, "{step}: the addresses changed");
 }
 
+/// The release's packaged chart.
 fn chart() -> String {
-    repo_root().join("deploy/chart").to_string_lossy().into_owned()
+    release().chart().to_string_lossy().into_owned()
 }
 
 #[tokio::test]
-async fn helm_installs_with_defaults_and_uninstalls_keeping_pools_and_addresses() {
+async fn kubectl_apply_of_the_release_install_yaml_runs_its_image_and_serves_claims() {
+    remove_provider().unwrap_or_else(|e| panic!("{e:#}"));
+    let scope = Scope::on(&cluster().plane, "node-install-yaml").await;
+    scope.pool("paths", json!({"addresses": ["10.33.0.10-10.33.0.40"], "prefix": 24})).await.unwrap();
+
+    let step = "kubectl apply -f install.yaml (release)";
+    let manifest = release().install_yaml();
+    install_release(step, SYSTEM, || {
+        kubectl(&["apply", "--server-side", "-f", &manifest.to_string_lossy()]);
+    });
+    let namespace = kubectl_json(&["get", "namespace", SYSTEM]);
+    assert_eq!(namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted");
+    serve(&scope, step, &["y0", "y1"]).await;
+    remove_provider().unwrap_or_else(|e| panic!("{e:#}"));
+}
+
+#[tokio::test]
+async fn helm_install_of_the_release_chart_with_defaults_and_uninstall_keep_pools_and_addresses() {
     remove_provider().unwrap_or_else(|e| panic!("{e:#}"));
     let scope = Scope::on(&cluster().plane, "node-helm").await;
     scope.pool("paths", json!({"addresses": ["10.30.0.10-10.30.0.40"], "prefix": 24})).await.unwrap();
@@ -123,8 +156,9 @@ async fn helm_installs_with_defaults_and_uninstalls_keeping_pools_and_addresses(
     kubectl(&["create", "namespace", SYSTEM]);
     kubectl(&["label", "namespace", SYSTEM, "pod-security.kubernetes.io/enforce=restricted"]);
     adopt_crds("ferro-ipam", SYSTEM);
-    helm(&["install", "ferro-ipam", &chart(), "--namespace", SYSTEM]);
-    wait_pods("helm install (defaults)", SYSTEM, 2);
+    install_release("helm install (release chart, defaults)", SYSTEM, || {
+        helm(&["install", "ferro-ipam", &chart(), "--namespace", SYSTEM]);
+    });
     let first = serve(&scope, "helm install (defaults)", &["h0", "h1", "h2"]).await;
 
     helm(&["uninstall", "ferro-ipam", "--namespace", SYSTEM, "--wait"]);
@@ -135,8 +169,9 @@ async fn helm_installs_with_defaults_and_uninstalls_keeping_pools_and_addresses(
     // Into a fresh namespace, made by Helm: the kept pool and addresses are served on.
     let fresh = "ferro-ipam-fresh";
     adopt_crds("ferro-ipam-fresh", fresh);
-    helm(&["install", "ferro-ipam-fresh", &chart(), "--namespace", fresh, "--create-namespace"]);
-    wait_pods("helm install --create-namespace", fresh, 2);
+    install_release("helm install --create-namespace (release chart)", fresh, || {
+        helm(&["install", "ferro-ipam-fresh", &chart(), "--namespace", fresh, "--create-namespace"]);
+    });
     let second = serve(&scope, "helm install --create-namespace", &["h3"]).await;
     assert_eq!(second.len(), first.len() + 1);
     assert!(first.iter().all(|(name, ip)| second.get(name) == Some(ip)), "the reinstall changed an address");
@@ -148,16 +183,20 @@ async fn helm_installs_with_defaults_and_uninstalls_keeping_pools_and_addresses(
 }
 
 #[tokio::test]
-async fn clusterctl_components_applied_run_and_serve_claims() {
+async fn clusterctl_components_from_the_release_files_applied_run_and_serve_claims() {
     remove_provider().unwrap_or_else(|e| panic!("{e:#}"));
     let scope = Scope::on(&cluster().plane, "node-clusterctl").await;
     scope.pool("paths", json!({"addresses": ["10.31.0.10-10.31.0.40"], "prefix": 24})).await.unwrap();
 
-    let clusterctl = Clusterctl::with_local_repository().unwrap_or_else(|e| panic!("{e:#}"));
+    let release = release();
+    let clusterctl =
+        Clusterctl::with_repository_of(&release.file("ipam-components.yaml"), &release.file("metadata.yaml"))
+            .unwrap_or_else(|e| panic!("{e:#}"));
     let components = clusterctl.home().join("components.yaml");
     std::fs::write(&components, clusterctl.generate_provider().unwrap_or_else(|e| panic!("{e:#}"))).unwrap();
-    kubectl(&["apply", "--server-side", "-f", &components.to_string_lossy()]);
-    wait_pods("clusterctl generate provider, applied", SYSTEM, 2);
+    install_release("clusterctl generate provider (release files), applied", SYSTEM, || {
+        kubectl(&["apply", "--server-side", "-f", &components.to_string_lossy()]);
+    });
     let deployment = kubectl_json(&["get", "deployment", "-n", SYSTEM, DEPLOYMENT]);
     assert_eq!(deployment["metadata"]["labels"]["cluster.x-k8s.io/provider"], "ipam-ferro-ipam");
     serve(&scope, "clusterctl", &["c0", "c1"]).await;
