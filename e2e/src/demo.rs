@@ -12,22 +12,10 @@ pub const PROVIDER_ARGS: [&str; 3] = ["--leader-elect", "--leader-election-names
 /// Applies the quick-start example and the VIP and VM-IP example, and waits until their claims
 /// are served, the Cluster has its endpoint and the pools' status counts them.
 pub fn apply_examples(plane: &ControlPlane) -> Result<()> {
-    let examples = repo_root().join("docs/examples/quickstart.yaml");
-    println!("Applying {}", examples.display());
-    print!("{}", plane.kubectl_ok(&["apply", "-f", &examples.to_string_lossy()])?);
-    plane.kubectl_ok(&[
-        "wait",
-        "-n",
-        "demo",
-        "--for=condition=Ready",
-        "--timeout=60s",
-        "ipaddressclaims.ipam.cluster.x-k8s.io",
-        "--all",
-    ])?;
+    apply(plane, "docs/examples/quickstart.yaml")?;
+    claims_ready(plane, "demo")?;
     // VIPs and VM IPs from labelled pools, and a Cluster whose endpoint ferro-ipam fills in.
-    let purpose = repo_root().join("docs/examples/vip-and-vm-ips.yaml");
-    println!("Applying {}", purpose.display());
-    print!("{}", plane.kubectl_ok(&["apply", "-f", &purpose.to_string_lossy()])?);
+    apply(plane, "docs/examples/vip-and-vm-ips.yaml")?;
     plane.kubectl_ok(&[
         "wait",
         "-n",
@@ -36,15 +24,7 @@ pub fn apply_examples(plane: &ControlPlane) -> Result<()> {
         "--timeout=60s",
         "clusters.cluster.x-k8s.io/workload",
     ])?;
-    plane.kubectl_ok(&[
-        "wait",
-        "-n",
-        "default",
-        "--for=condition=Ready",
-        "--timeout=60s",
-        "ipaddressclaims.ipam.cluster.x-k8s.io",
-        "--all",
-    ])?;
+    claims_ready(plane, "default")?;
     // The pools' counts, as the pool controller publishes them a moment later.
     for (pool, used) in [
         ("-n=demo inclusterippool/nodes-v4", 2),
@@ -57,5 +37,20 @@ pub fn apply_examples(plane: &ControlPlane) -> Result<()> {
         args.extend(pool.split(' '));
         plane.kubectl_ok(&args)?;
     }
+    Ok(())
+}
+
+/// `kubectl apply -f` of a file of the repository, its output printed.
+fn apply(plane: &ControlPlane, file: &str) -> Result<()> {
+    let path = repo_root().join(file);
+    println!("Applying {}", path.display());
+    print!("{}", plane.kubectl_ok(&["apply", "-f", &path.to_string_lossy()])?);
+    Ok(())
+}
+
+/// Waits until every claim of `namespace` is Ready.
+fn claims_ready(plane: &ControlPlane, namespace: &str) -> Result<()> {
+    let ready = ["wait", "-n", namespace, "--for=condition=Ready", "--timeout=60s"];
+    plane.kubectl_ok(&[&ready[..], &["ipaddressclaims.ipam.cluster.x-k8s.io", "--all"]].concat())?;
     Ok(())
 }

@@ -201,6 +201,22 @@ async fn rollout_restart_and_an_image_change_lose_no_claim_and_old_pods_exit_wit
     }
 }
 
+/// The controller's PodDisruptionBudget.
+fn budget() -> serde_json::Value {
+    kubectl_json(&["get", "pdb", "-n", SYSTEM, DEPLOYMENT])
+}
+
+/// Whether the disruption controller has counted exactly `replicas` healthy controller pods, and
+/// no other, at the budget's current generation.
+fn budget_counted(replicas: usize) -> bool {
+    let budget = budget();
+    let status = &budget["status"];
+    status["observedGeneration"] == budget["metadata"]["generation"]
+        && status["expectedPods"] == replicas
+        && status["currentHealthy"] == replicas
+        && pods(SYSTEM, "app.kubernetes.io/component=controller").len() == replicas
+}
+
 /// Makes the node schedulable again when dropped, whether the scenario passed or not.
 struct Uncordon(String);
 
@@ -219,19 +235,10 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
     assert_eq!(names.len(), 2);
     // The disruption controller must have counted both pods, and no third one, before the
     // evictions: a status computed during the previous scenario's rollout may still allow one.
-    let pdb = || kubectl_json(&["get", "pdb", "-n", SYSTEM, DEPLOYMENT]);
     assert!(
-        wait_until(Duration::from_secs(60), || {
-            let pdb = pdb();
-            let status = &pdb["status"];
-            status["observedGeneration"] == pdb["metadata"]["generation"]
-                && status["currentHealthy"] == 2
-                && status["expectedPods"] == 2
-                && status["disruptionsAllowed"] == 1
-                && super::pods(SYSTEM, "app.kubernetes.io/component=controller").len() == 2
-        }),
+        wait_until(Duration::from_secs(60), || budget_counted(2) && budget()["status"]["disruptionsAllowed"] == 1),
         "the PodDisruptionBudget never counted two healthy pods allowing one disruption: {}",
-        pdb()["status"]
+        budget()["status"]
     );
     // As `kubectl drain` does: the node cordoned first, so that the evicted pod's replacement
     // cannot start and one pod stays down (on a schedulable node it is back within seconds,
@@ -247,7 +254,7 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
         other => panic!(
             "the second eviction, with {} down, was not refused: {other:?}; the budget: {}; the pods: {:?}",
             names[0],
-            pdb()["status"],
+            budget()["status"],
             super::pods(SYSTEM, "app.kubernetes.io/component=controller")
                 .iter()
                 .map(|p| format!(
@@ -288,20 +295,12 @@ fn replace_pending_controller_pods() {
 async fn a_drain_of_a_one_replica_install_is_not_blocked_by_the_disruption_budget() {
     install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
     scale_controller(1);
-    let pdb = || kubectl_json(&["get", "pdb", "-n", SYSTEM, DEPLOYMENT]);
     assert!(
-        wait_until(Duration::from_secs(90), || {
-            let pdb = pdb();
-            let status = &pdb["status"];
-            status["observedGeneration"] == pdb["metadata"]["generation"]
-                && status["expectedPods"] == 1
-                && status["currentHealthy"] == 1
-                && pods(SYSTEM, "app.kubernetes.io/component=controller").len() == 1
-        }),
+        wait_until(Duration::from_secs(90), || budget_counted(1)),
         "the PodDisruptionBudget never counted the one replica: {}",
-        pdb()["status"]
+        budget()["status"]
     );
-    assert_eq!(pdb()["status"]["disruptionsAllowed"], 1, "one replica, and the budget allows its eviction");
+    assert_eq!(budget()["status"]["disruptionsAllowed"], 1, "one replica, and the budget allows its eviction");
     let pod = pod_name(&pods(SYSTEM, "app.kubernetes.io/component=controller")[0]);
 
     // `kubectl drain` retries an eviction the budget refuses until its timeout, then fails.
@@ -318,7 +317,7 @@ async fn a_drain_of_a_one_replica_install_is_not_blocked_by_the_disruption_budge
             "--timeout=60s",
         ])
         .unwrap_or_else(|e| {
-            panic!("draining the node of the one replica {pod}: {e:#}; the budget: {}", pdb()["status"])
+            panic!("draining the node of the one replica {pod}: {e:#}; the budget: {}", budget()["status"])
         });
     report(&format!("drain at one replica: {pod} evicted, the drain done in {:.1}s", started.elapsed().as_secs_f64()));
     drop(_uncordon);

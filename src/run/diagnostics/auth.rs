@@ -105,7 +105,7 @@ struct Memory {
 
 impl Memory {
     fn new(limits: &Limits) -> Self {
-        let size = |n: usize| std::num::NonZeroUsize::new(n.max(1)).unwrap_or(std::num::NonZeroUsize::MIN);
+        let size = |n: usize| std::num::NonZeroUsize::new(n).unwrap_or(std::num::NonZeroUsize::MIN);
         Memory {
             allowed: LruCache::new(size(limits.allowed_tokens)),
             refused: LruCache::new(size(limits.refused_tokens)),
