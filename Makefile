@@ -9,9 +9,13 @@ E2E_THREADS ?= 4
 # Fault tests mostly wait out leases and outages; four of them start a control plane of their own.
 FAULT_THREADS ?= 2
 
-# $(call timed,NAME,COMMAND): runs COMMAND and says how long it took.
+# $(call timed,NAME,COMMAND): runs COMMAND and says how long it took, and appends that to
+# STAGE_TIMES (with the lane it ran in: e2e/tools/lanes.sh sets LANE), which `make test` prints
+# as a table at its end.
+STAGE_TIMES := $(CURDIR)/target/stage-times.tsv
 define timed
-	@echo "==> $(1)"; s=$$(date +%s); $(2); echo "==> $(1): done in $$(( $$(date +%s) - s ))s"
+	@echo "==> $(1)"; s=$$(date +%s); $(2); t=$$(( $$(date +%s) - s )); echo "==> $(1): done in $${t}s"; \
+	  mkdir -p $(dir $(STAGE_TIMES)) && printf '%s\t%s\t%s\n' "$${LANE:-main}" "$(1)" "$$t" >>$(STAGE_TIMES)
 endef
 
 .PHONY: help
@@ -206,9 +210,27 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 	$(CARGO) build --bin ferro-ipam-cluster -p ferro-ipam-e2e
 	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
 
+# `make test` runs what needs no API server first, then two lanes side by side (e2e/tools/lanes.sh):
+# the node, and the suites on bare control planes of their own (separate processes, ports and
+# data directories). LANES_SERIAL=1 runs the two lanes one after the other.
+NODE_LANE := test-node
+PLANE_LANE := e2e test-docs test-contract-v1beta1 test-faults test-soak
+
 .PHONY: test
 test: disk-space ## Everything CI runs: lint, unit and property tests, the book, reproducible dist/, e2e (both contracts), the docs' commands, fault injection, the soak, the node
-	$(call timed,make test,$(MAKE) --no-print-directory lint unit docs test-dist e2e test-docs test-contract-v1beta1 test-faults test-soak test-node)
+	@mkdir -p target && rm -f $(STAGE_TIMES)
+	@s=$$(date +%s); rc=0; \
+	  $(MAKE) --no-print-directory lint unit docs test-dist test-prepare \
+	    && bash e2e/tools/lanes.sh node="$(NODE_LANE)" plane="$(PLANE_LANE)" || rc=$$?; \
+	  printf 'main\tmake test\t%s\n' $$(( $$(date +%s) - s )) >>$(STAGE_TIMES); \
+	  bash e2e/tools/stage-table.sh $(STAGE_TIMES); \
+	  exit $$rc
+
+# Everything both lanes build, built once before they start, so that they do not wait on each
+# other's builds (or race to fill the tool cache).
+.PHONY: test-prepare
+test-prepare: tools install-tools node-tools faketime build release
+	$(call timed,test binaries,$(CARGO) test -p ferro-ipam-e2e --tests --no-run)
 
 # A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
 # incremental caches, then the release target, etcd's data and the node's images. A disk that
