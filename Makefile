@@ -85,8 +85,8 @@ build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo u
 	$(call timed,cargo build,$(CARGO) build --workspace --bins)
 
 .PHONY: release
-release: toolchains ## Build the ferro-ipam binary optimised
-	$(CARGO) build --release --bin ferro-ipam
+release: toolchains ## Build the ferro-ipam binary optimised, its bytes independent of the directory it is built in
+	CARGO=$(CARGO) bash deploy/dist/release-build.sh --bin ferro-ipam
 
 .PHONY: image
 image: release ## Build the OCI image target/image/ferro-ipam-<version>.tar with crane (no container engine)
@@ -112,6 +112,12 @@ test-dist: release ## make dist twice: the runs byte-identical, SHA256SUMS verif
 	$(call timed,dist (first run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/first bash deploy/dist/dist.sh)
 	$(call timed,dist (second run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/second bash deploy/dist/dist.sh)
 	bash deploy/dist/check.sh target/dist-check/first target/dist-check/second
+
+# The release binary built once more from a copy of the tree in another directory, with nothing
+# shared: the same bytes, so dist/ is the same wherever it is made (deploy/dist/rebuild-check.sh).
+.PHONY: test-rebuild
+test-rebuild: release ## Build the release binary a second time elsewhere and compare the bytes
+	$(call timed,second release build,nice -n 10 bash deploy/dist/rebuild-check.sh)
 
 .PHONY: crds
 crds: toolchains ## Regenerate crds/ from the Rust types (and ipam-components.yaml, which holds them)
@@ -214,7 +220,7 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 # the node, and the suites on bare control planes of their own (separate processes, ports and
 # data directories). LANES_SERIAL=1 runs the two lanes one after the other.
 NODE_LANE := test-node
-PLANE_LANE := e2e test-docs test-contract-v1beta1 test-faults test-soak
+PLANE_LANE := e2e test-docs test-contract-v1beta1 test-faults test-soak test-rebuild
 
 .PHONY: test
 test: disk-space ## Everything CI runs: lint, unit and property tests, the book, reproducible dist/, e2e (both contracts), the docs' commands, fault injection, the soak, the node
@@ -257,8 +263,8 @@ bench-allocator: toolchains ## Criterion benchmarks of the allocator
 
 .PHONY: bench
 bench: tools ## End-to-end benchmark vs the in-cluster provider (hours; BENCH_QUICK=1: minutes). Not in `make test`
-	$(CARGO) build --release --bin ferro-ipam -p ferro-ipam
-	$(CARGO) build --release --bin ferro-ipam-bench -p ferro-ipam-e2e
+	CARGO=$(CARGO) bash deploy/dist/release-build.sh --bin ferro-ipam -p ferro-ipam
+	CARGO=$(CARGO) bash deploy/dist/release-build.sh --bin ferro-ipam-bench -p ferro-ipam-e2e
 	FERRO_IPAM_BIN=$${FERRO_IPAM_BIN:-$(CURDIR)/target/release/ferro-ipam} ./target/release/ferro-ipam-bench
 	python3 e2e/tools/bench-plot.py target/bench/results.json target/bench/claims-per-second.png || \
 	  echo "no plot: python3 with matplotlib is needed (pip install matplotlib)"
