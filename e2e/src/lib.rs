@@ -6,6 +6,7 @@ pub mod certs;
 pub mod clock;
 pub mod cluster;
 pub mod cluster_writes;
+pub mod contract;
 pub mod demo;
 pub mod gotools;
 pub mod https;

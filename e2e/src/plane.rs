@@ -40,10 +40,10 @@ impl Tools {
         self.dir.join("bin").join(name)
     }
 
-    /// Cluster API's CRDs for the contract under test (see [`crate::objects::capi`]): the
+    /// Cluster API's CRDs for the contract under test (see [`crate::contract::capi`]): the
     /// current release's, built with the tools, or v1beta1's, fetched once into the cache.
     pub fn capi_crds(&self) -> Result<PathBuf> {
-        match crate::objects::capi() {
+        match crate::contract::capi() {
             ferro_ipam::api::CapiVersion::V1Beta2 => Ok(self.dir.join("crds")),
             ferro_ipam::api::CapiVersion::V1Beta1 => {
                 directory_from(&repo_root().join("e2e/tools/capi-crds-v1beta1/fetch.sh"))
@@ -281,7 +281,7 @@ impl ControlPlane {
             "jsonpath={.spec.versions[?(@.served==true)].name}",
         ])?;
         let served: Vec<String> = served.split_whitespace().map(str::to_owned).collect();
-        let contract = crate::objects::capi();
+        let contract = crate::contract::capi();
         if ferro_ipam::api::CapiVersion::choose(&served) != Some(contract) {
             bail!("the control plane serves IPAddressClaim at {served:?}, not at {} as its newest", contract.as_str());
         }

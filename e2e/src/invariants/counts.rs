@@ -19,8 +19,8 @@ use std::net::IpAddr;
 
 use ferro_ipam::api::IPPoolStatus;
 
+use super::findings::Findings;
 use super::pool_ranges::{self, Family, FamilyRanges};
-use super::rules::Findings;
 use super::world::{Held, PoolId, World};
 
 /// What one family of a pool should report.

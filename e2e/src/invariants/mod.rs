@@ -11,6 +11,7 @@
 //! deletions) is looked at again for up to 30 s.
 
 mod counts;
+mod findings;
 mod pool_ranges;
 mod rules;
 mod world;
@@ -25,8 +26,9 @@ use ferro_ipam::api::{GlobalInClusterIPPool, InClusterIPPool};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::objects::capi;
-use rules::{Expected, Findings};
+use crate::contract::capi;
+use findings::Findings;
+use rules::Expected;
 use world::{Pool, World};
 /// Which pool an `IPAddress` is in, and which pools share addresses: for a checker of the
 /// history of `IPAddress`es, which must hold them to the same rules.

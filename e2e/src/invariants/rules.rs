@@ -9,6 +9,7 @@ use ferro_ipam::api::capi::IPAddressClaim;
 use kube::ResourceExt;
 
 use super::counts;
+use super::findings::Findings;
 use super::pool_ranges;
 use super::world::{Held, World, allocated_from, held, is_ready, purpose, referenced};
 
@@ -17,18 +18,6 @@ use super::world::{Held, World, allocated_from, held, is_ready, purpose, referen
 pub struct Expected {
     /// Addresses that may lie outside their pool (the scenario shrank the pool under them).
     pub out_of_range: BTreeSet<IpAddr>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Findings {
-    pub fatal: Vec<String>,
-    pub pending: Vec<String>,
-}
-
-impl Findings {
-    pub fn is_empty(&self) -> bool {
-        self.fatal.is_empty() && self.pending.is_empty()
-    }
 }
 
 pub fn findings(world: &World, expected: &Expected) -> Findings {

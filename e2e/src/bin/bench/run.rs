@@ -74,7 +74,7 @@ pub async fn fresh_plane() -> Result<(ControlPlane, Client)> {
 }
 
 /// The API of the pools of `kind` in the benchmark's namespace.
-pub fn pools_api(client: &Client, kind: PoolKind) -> Api<DynamicObject> {
+fn pools_api(client: &Client, kind: PoolKind) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("ipam.cluster.x-k8s.io", "v1alpha2", kind.kind());
     Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::from_gvk(&gvk))
 }
@@ -382,7 +382,7 @@ async fn measure_allocation(
     let load_before = load_average();
 
     // The storm edits the pools from the first create until every claim has its address.
-    let storm = (edits_per_second > 0).then(|| Storm::start(client, layout, edits_per_second));
+    let storm = (edits_per_second > 0).then(|| Storm::start(pools_api(client, layout.kind), layout, edits_per_second));
     let started = Instant::now();
     create_claims(client, kind, "claim", 0..claims, pools, config.create_concurrency).await?;
     let create_seconds = started.elapsed().as_secs_f64();

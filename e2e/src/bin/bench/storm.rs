@@ -8,14 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow, bail};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use kube::Client;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::layout::Layout;
-use crate::run::pools_api;
 
 /// Edits in flight at most: past that the storm waits, and its rate drops (the report gives the
 /// rate achieved).
@@ -38,10 +36,10 @@ pub struct Storm {
 }
 
 impl Storm {
-    /// Starts editing the pools of `layout`, `per_second` edits a second.
-    pub fn start(client: &Client, layout: Layout, per_second: u32) -> Storm {
+    /// Starts editing the pools of `layout` through `api` (the pools' kind in the benchmark's
+    /// namespace), `per_second` edits a second.
+    pub fn start(api: Api<DynamicObject>, layout: Layout, per_second: u32) -> Storm {
         let (stop, stopped) = oneshot::channel();
-        let api = pools_api(client, layout.kind);
         let task = tokio::spawn(async move {
             let period = Duration::from_secs_f64(1.0 / f64::from(per_second.max(1)));
             // The default (burst) catches up on ticks missed on a busy machine, so the count
