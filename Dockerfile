@@ -1,27 +1,39 @@
-# syntax=docker/dockerfile:1
-# ferro-ipam's image: a static (musl) binary on distroless/static, running as a non-root user.
-#   docker build -t ghcr.io/ferro-ipam/ferro-ipam:v0.1.0 .
-# The build needs only this repository; the e2e harness and its tools are not built.
+# ferro-ipam's image for a container engine, by the recipe of `make image` (deploy/image/build.sh,
+# which the tests run): the glibc binary that `make release` builds (with the same script), on an empty base, with
+# exactly the shared libraries it loads, the non-root user 65532 and Debian's CA bundle, all put
+# in place by deploy/image/rootfs.sh. The configuration below is build.sh's, field for field;
+# deploy/image/check-dockerfile.py (run by `make test-dist`) fails when the two drift.
+#
+#   docker build --build-arg REVISION=$(git rev-parse HEAD) -t ghcr.io/ferro-ipam/ferro-ipam:v0.1.0 .
+#
+# Needs BuildKit (Docker 23 or later) for the cache mounts. The build needs only this repository.
 
-ARG RUST_VERSION=1
-
-FROM rust:${RUST_VERSION}-alpine AS build
-# On Alpine, Rust targets musl and links statically; ring compiles a little C and assembly.
-RUN apk add --no-cache musl-dev
+# Debian 12 (bookworm), the release `make image` runs on: the same glibc, loader and CA bundle.
+# The digest is the one a public BuildKit log showed for rust:1.95-bookworm; it was not checked
+# against the registry from here (no registry access). Check it with
+# `crane digest rust:1.95-bookworm` before a release, and update the tag and digest together.
+FROM rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
 WORKDIR /src
 COPY . .
-ENV CARGO_PROFILE_RELEASE_DEBUG=none \
-    CARGO_PROFILE_RELEASE_STRIP=symbols
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p ferro-ipam --bin ferro-ipam \
-    && install -D -m 0755 target/release/ferro-ipam /out/ferro-ipam
-# Fails the build if the binary is not static or does not run.
-RUN ! ldd /out/ferro-ipam 2>/dev/null | grep -q '=>' && /out/ferro-ipam --version
+    bash deploy/dist/release-build.sh --bin ferro-ipam \
+    && bash deploy/image/rootfs.sh target/release/ferro-ipam /rootfs \
+    && chroot /rootfs /usr/local/bin/ferro-ipam --version
 
-FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/ferro-ipam /usr/local/bin/ferro-ipam
-# 65532 is distroless's "nonroot"; the Deployment also sets runAsNonRoot and this uid.
+FROM scratch
+COPY --from=build /rootfs/ /
+ARG VERSION=v0.1.0
+ARG REVISION=unknown
 USER 65532:65532
+WORKDIR /
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 EXPOSE 8443 9440
+LABEL org.opencontainers.image.title=ferro-ipam \
+      org.opencontainers.image.description="A Cluster API IPAM provider: in-cluster IP pools" \
+      org.opencontainers.image.version=${VERSION} \
+      org.opencontainers.image.revision=${REVISION} \
+      org.opencontainers.image.source=https://github.com/ferro-ipam/ferro-ipam \
+      org.opencontainers.image.licenses=Apache-2.0
 ENTRYPOINT ["/usr/local/bin/ferro-ipam"]

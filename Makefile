@@ -82,7 +82,7 @@ node-tools: toolchains node-packages install-tools ## Build kubelet, kube-contro
 
 .PHONY: build
 build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo use it)
-	$(call timed,cargo build,$(CARGO) build --workspace --bins)
+	$(call timed,cargo build,$(CARGO) build --locked --workspace --bins)
 
 .PHONY: release
 release: toolchains ## Build the ferro-ipam binary optimised, its bytes independent of the directory it is built in
@@ -107,11 +107,12 @@ docs: ## The user book and the contributor guide (mdBook) into target/book, its 
 	  && python3 e2e/tools/check-book.py target/book docs)
 
 .PHONY: test-dist
-test-dist: release ## make dist twice: the runs byte-identical, SHA256SUMS verified, the image digest in the chart and manifests
+test-dist: release ## make dist twice: the runs byte-identical, SHA256SUMS verified, the image digest in the chart and manifests; the Dockerfile gives the same image
 	@rm -rf target/dist-check
 	$(call timed,dist (first run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/first bash deploy/dist/dist.sh)
 	$(call timed,dist (second run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/second bash deploy/dist/dist.sh)
 	bash deploy/dist/check.sh target/dist-check/first target/dist-check/second
+	python3 deploy/image/check-dockerfile.py target/dist-check/first/ferro-ipam-image-v*.tar
 
 # The release binary built once more from a copy of the tree in another directory, with nothing
 # shared: the same bytes, so dist/ is the same wherever it is made (deploy/dist/rebuild-check.sh).
@@ -121,7 +122,7 @@ test-rebuild: release ## Build the release binary a second time elsewhere and co
 
 .PHONY: crds
 crds: toolchains ## Regenerate crds/ from the Rust types (and ipam-components.yaml, which holds them)
-	$(CARGO) run --quiet --bin ferro-ipam -- crds --output-dir crds
+	$(CARGO) run --locked --quiet --bin ferro-ipam -- crds --output-dir crds
 	@$(MAKE) --no-print-directory release-manifests
 
 .PHONY: release-manifests
@@ -213,7 +214,7 @@ test-node: tools node-tools release ## A release's image and files as pods on a 
 
 .PHONY: cluster
 cluster: tools node-tools image ## A control plane and a node running ferro-ipam's image as pods, until Ctrl-C
-	$(CARGO) build --bin ferro-ipam-cluster -p ferro-ipam-e2e
+	$(CARGO) build --locked --bin ferro-ipam-cluster -p ferro-ipam-e2e
 	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
 
 # `make test` runs what needs no API server first, then two lanes side by side (e2e/tools/lanes.sh):
@@ -236,7 +237,7 @@ test: disk-space ## Everything CI runs: lint, unit and property tests, the book,
 # other's builds (or race to fill the tool cache).
 .PHONY: test-prepare
 test-prepare: tools install-tools node-tools faketime build release
-	$(call timed,test binaries,$(CARGO) test -p ferro-ipam-e2e --tests --no-run)
+	$(call timed,test binaries,$(CARGO) test --locked -p ferro-ipam-e2e --tests --no-run)
 
 # A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
 # incremental caches, then the release target, etcd's data and the node's images. A disk that

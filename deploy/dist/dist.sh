@@ -12,7 +12,8 @@
 #
 # Environment: VERSION (default: Cargo.toml's; another fails), DIST_DIR (default dist/),
 # DIST_ALLOW_DIRTY=1 (build from a tree with changes; tests only), FERRO_IPAM_BIN (default
-# target/release/ferro-ipam), IMAGE_REPOSITORY (default ghcr.io/ferro-ipam/ferro-ipam).
+# release/ferro-ipam under CARGO_TARGET_DIR, else under target/), IMAGE_REPOSITORY (default
+# ghcr.io/ferro-ipam/ferro-ipam).
 # Every time written comes from SOURCE_DATE_EPOCH, the commit's time.
 set -euo pipefail
 
@@ -172,7 +173,7 @@ main() {
   local started=$SECONDS
   check_version
   check_clean_tree
-  binary=${FERRO_IPAM_BIN:-$root/target/release/ferro-ipam}
+  binary=${FERRO_IPAM_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/ferro-ipam}
   repository=${IMAGE_REPOSITORY:-ghcr.io/ferro-ipam/ferro-ipam}
   out=${DIST_DIR:-$root/dist}
   case "$(realpath -m "$out")" in
