@@ -140,10 +140,20 @@ metrics-plot: tools build ## Redraw docs/metrics-dashboard.png from a real scrap
 	  operations::prometheus -- --nocapture
 	python3 docs/tools/plot-dashboard.py target/metrics-plot docs/metrics-dashboard.png
 
+# The dependency policy (deny.toml) with cargo-deny, built once from crates.io into the cache.
+# Advisories need the network (the RustSec database): `make deny-advisories` where there is one.
+CARGO_DENY = $$(bash deploy/dist/cargo-tool.sh cargo-deny 2>/dev/null | tail -1)/bin/cargo-deny
+
 .PHONY: lint
-lint: toolchains ## cargo fmt --check and clippy -D warnings
+lint: toolchains ## cargo fmt --check, clippy -D warnings, and cargo deny's licences, bans and sources
 	$(call timed,fmt,$(CARGO) fmt --all -- --check)
 	$(call timed,clippy,$(CARGO) clippy --workspace --all-targets -- -D warnings)
+	$(call timed,cargo-deny,bash deploy/dist/cargo-tool.sh cargo-deny >/dev/null)
+	$(call timed,cargo deny,$(CARGO_DENY) --locked check licenses bans sources)
+
+.PHONY: deny-advisories
+deny-advisories: toolchains ## cargo deny's advisories (needs the network: it fetches the RustSec database). Not in `make test`
+	$(CARGO_DENY) --locked check advisories
 
 .PHONY: unit
 unit: toolchains ## Unit, property and CRD tests; the e2e checker's and the benchmark's own tests (no API server)

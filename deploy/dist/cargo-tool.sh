@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs one Rust tool that `make dist` or `make docs` uses from crates.io with `cargo install --locked` (the
+# Installs one Rust tool that `make dist`, `make docs` or `make lint` uses from crates.io with `cargo install --locked` (the
 # crate's own Cargo.lock), at the version pinned here, into a cache directory of its own, reused
 # as the e2e tools are (e2e/tools/cache.sh):
 #   ${FERRO_IPAM_CACHE:-$HOME/.cache/ferro-ipam}/<crate>-<version>/bin/<crate>
@@ -7,6 +7,7 @@
 #
 #   cyclonedx=$(deploy/dist/cargo-tool.sh cargo-cyclonedx | tail -1)/bin/cargo-cyclonedx
 #   mdbook=$(deploy/dist/cargo-tool.sh mdbook | tail -1)/bin/mdbook
+#   deny=$(deploy/dist/cargo-tool.sh cargo-deny | tail -1)/bin/cargo-deny
 #
 # FERRO_IPAM_REBUILD=1 forces a rebuild. Needs only cargo.
 set -euo pipefail
@@ -21,7 +22,9 @@ case "$crate" in
   cargo-cyclonedx) version=0.5.9; features=() ;;
   # The book's builder; without its live-reload server, which `make docs` does not use.
   mdbook) version=0.5.4; features=(--no-default-features --features search) ;;
-  *) die "usage: cargo-tool.sh cargo-cyclonedx|mdbook" ;;
+  # The dependency policy of `make lint` (deny.toml): licences, bans, sources.
+  cargo-deny) version=0.20.2; features=() ;;
+  *) die "usage: cargo-tool.sh cargo-cyclonedx|mdbook|cargo-deny" ;;
 esac
 command -v cargo >/dev/null || die "cargo is not on PATH"
 
