@@ -14,7 +14,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 log() { printf 'rebuild-check: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-first=${FERRO_IPAM_BIN:-$root/target/release/ferro-ipam}
+first=${FERRO_IPAM_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/ferro-ipam}
 [ -x "$first" ] || die "$first is missing: run \`make release\` first"
 work=${REBUILD_DIR:-$root/target/rebuild}
 rm -rf "$work"
