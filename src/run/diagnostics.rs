@@ -3,6 +3,7 @@
 //! with `--insecure-diagnostics`, plain HTTP for anyone.
 
 mod auth;
+mod certificate;
 mod tls;
 
 use std::sync::Arc;

@@ -1,28 +1,25 @@
-//! HTTPS for the diagnostics endpoint: the certificate (from `--tls-cert-dir`, else self-signed),
-//! the TLS versions and cipher suites of the flags, and a listener that completes each handshake
-//! off the accept loop, so that one slow client holds up no other.
+//! HTTPS for the diagnostics endpoint: the certificate (from `--tls-cert-dir`, reloaded when its
+//! files change, else self-signed), the TLS versions and cipher suites of the flags, and a
+//! listener that completes each handshake off the accept loop, so that one slow client holds up
+//! no other.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::PrivateKeyDer;
+use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tracing::debug;
 
+use super::certificate::{self, Resolver, Watched};
 use crate::cli::{CipherSuite, RunFlags, TlsVersion};
-
-/// The certificate and key files in `--tls-cert-dir`, named as controller-runtime names them.
-pub(crate) const CERT_FILE: &str = "tls.crt";
-pub(crate) const KEY_FILE: &str = "tls.key";
 
 /// How long a client may take to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,26 +27,35 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// a flood of handshakes costs bounded CPU and memory, and no handshake already started.
 const HANDSHAKES_AT_ONCE: usize = 32;
 
-/// The server configuration the flags ask for.
+/// The server configuration the flags ask for. A certificate of `--tls-cert-dir` is read again
+/// every [`certificate::RELOAD_PERIOD`] for as long as the process runs.
 pub(super) fn server_config(flags: &RunFlags) -> anyhow::Result<Arc<ServerConfig>> {
-    let (certificates, key) = match &flags.tls_cert_dir {
-        Some(dir) => read_certificate(dir)?,
-        None => self_signed()?,
-    };
-    let provider = CryptoProvider {
+    server_config_reloading_every(flags, certificate::RELOAD_PERIOD)
+}
+
+pub(super) fn server_config_reloading_every(flags: &RunFlags, period: Duration) -> anyhow::Result<Arc<ServerConfig>> {
+    let provider = Arc::new(CryptoProvider {
         cipher_suites: cipher_suites(&flags.tls_cipher_suites),
         ..rustls::crypto::ring::default_provider()
+    });
+    let resolver = match &flags.tls_cert_dir {
+        Some(dir) => {
+            let (watched, pair) = Watched::load(dir, provider.clone())?;
+            let resolver = Arc::new(Resolver::new(pair));
+            certificate::watch(watched, resolver.clone(), period);
+            resolver
+        }
+        None => Arc::new(Resolver::new(self_signed(&provider)?)),
     };
     let versions: &[&rustls::SupportedProtocolVersion] = match flags.tls_min_version {
         TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         TlsVersion::Tls13 => &[&rustls::version::TLS13],
     };
-    let config = ServerConfig::builder_with_provider(Arc::new(provider))
+    let config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(versions)
         .context("--tls-min-version and --tls-cipher-suites leave no usable cipher suite")?
         .with_no_client_auth()
-        .with_single_cert(certificates, key)
-        .context("the diagnostics certificate does not match its key")?;
+        .with_cert_resolver(resolver);
     Ok(Arc::new(config))
 }
 
@@ -79,22 +85,9 @@ fn cipher_suites(chosen: &[CipherSuite]) -> Vec<rustls::SupportedCipherSuite> {
         .collect()
 }
 
-type Certified = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
-
-fn read_certificate(dir: &Path) -> anyhow::Result<Certified> {
-    let (cert_path, key_path) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
-    let certificates = CertificateDer::pem_file_iter(&cert_path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("--tls-cert-dir: reading {}", cert_path.display()))?;
-    anyhow::ensure!(!certificates.is_empty(), "--tls-cert-dir: {} holds no certificate", cert_path.display());
-    let key = PrivateKeyDer::from_pem_file(&key_path)
-        .with_context(|| format!("--tls-cert-dir: reading {}", key_path.display()))?;
-    Ok((certificates, key))
-}
-
 /// A certificate for this process only, as controller-runtime makes one when given none: for
 /// `localhost`, the loopback addresses and the pod's host name.
-fn self_signed() -> anyhow::Result<Certified> {
+fn self_signed(provider: &CryptoProvider) -> anyhow::Result<CertifiedKey> {
     let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
     if let Ok(host) = std::env::var("HOSTNAME")
         && !host.is_empty()
@@ -104,7 +97,8 @@ fn self_signed() -> anyhow::Result<Certified> {
     let certified = rcgen::generate_simple_self_signed(names).context("generating a self-signed certificate")?;
     let key = PrivateKeyDer::try_from(certified.signing_key.serialize_der())
         .map_err(|e| anyhow::anyhow!("encoding the self-signed key: {e}"))?;
-    Ok((vec![certified.cert.der().clone()], key))
+    CertifiedKey::from_der(vec![certified.cert.der().clone()], key, provider)
+        .context("loading the self-signed certificate")
 }
 
 /// Accepts TCP connections and hands out those whose TLS handshake succeeded.
@@ -185,19 +179,5 @@ mod tests {
         assert!(narrowed.contains(&rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
         assert!(!narrowed.contains(&rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256));
         assert!(narrowed.contains(&rustls::CipherSuite::TLS13_AES_128_GCM_SHA256), "{narrowed:?}");
-    }
-
-    #[test]
-    fn a_certificate_directory_is_read_and_a_missing_one_is_named() {
-        let dir = std::env::temp_dir().join(format!("ferro-ipam-tls-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-        std::fs::write(dir.join(CERT_FILE), certified.cert.pem()).unwrap();
-        std::fs::write(dir.join(KEY_FILE), certified.signing_key.serialize_pem()).unwrap();
-        let (certificates, _) = read_certificate(&dir).unwrap();
-        assert_eq!(certificates.len(), 1);
-        let missing = read_certificate(&dir.join("nowhere")).unwrap_err();
-        assert!(format!("{missing:#}").contains("--tls-cert-dir"), "{missing:#}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
