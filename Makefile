@@ -131,6 +131,7 @@ release-manifests: toolchains ## Regenerate ipam-components.yaml and the Helm ch
 	  "$$dir/bin/kubectl" kustomize deploy/clusterctl > deploy/clusterctl/ipam-components.yaml; \
 	  "$$dir/bin/kubectl" kustomize deploy/with-monitoring > deploy/chart/files/manifests.yaml; \
 	  cp deploy/network-policy/networkpolicy.yaml deploy/chart/files/networkpolicy.yaml; \
+	  cp deploy/cert-manager/certificate.yaml deploy/chart/files/cert-manager.yaml; \
 	  echo "==> deploy/clusterctl/ipam-components.yaml and deploy/chart/files/ regenerated"
 
 .PHONY: metrics-plot

@@ -145,8 +145,9 @@ fn encode(value: &str) -> String {
 
 /// The scrape config a Prometheus operator derives from a ServiceMonitor endpoint, for one target
 /// with the labels the operator would give a pod of the metrics Service. `token_file` stands in
-/// for the endpoint's `bearerTokenFile` (in a pod, the mounted ServiceAccount token).
-pub fn scrape_config(endpoint: &Value, target: &str, token_file: &Path) -> Value {
+/// for the Secret key of the endpoint's `authorization.credentials` (the operator copies it into
+/// Prometheus' configuration), and `ca_file` for the Secret key of its `tlsConfig.ca`.
+pub fn scrape_config(endpoint: &Value, target: &str, token_file: &Path, ca_file: Option<&Path>) -> Value {
     let relabelings: Vec<Value> = endpoint["metricRelabelings"]
         .as_array()
         .into_iter()
@@ -187,11 +188,18 @@ pub fn scrape_config(endpoint: &Value, target: &str, token_file: &Path) -> Value
     if let Some(scheme) = endpoint["scheme"].as_str() {
         config["scheme"] = json!(scheme);
     }
-    if let Some(skip) = endpoint["tlsConfig"]["insecureSkipVerify"].as_bool() {
+    let tls = &endpoint["tlsConfig"];
+    if let Some(skip) = tls["insecureSkipVerify"].as_bool() {
         config["tls_config"] = json!({"insecure_skip_verify": skip});
     }
-    if endpoint["bearerTokenFile"].is_string() {
-        config["authorization"] = json!({"type": "Bearer", "credentials_file": token_file});
+    if let (Some(ca_file), Some(server_name)) =
+        (ca_file.filter(|_| tls["ca"]["secret"].is_object()), tls["serverName"].as_str())
+    {
+        config["tls_config"] = json!({"ca_file": ca_file, "server_name": server_name});
+    }
+    if endpoint["authorization"]["credentials"].is_object() {
+        let kind = endpoint["authorization"]["type"].as_str().unwrap_or("Bearer");
+        config["authorization"] = json!({"type": kind, "credentials_file": token_file});
     }
     config
 }

@@ -79,7 +79,7 @@ async fn the_metrics_service_answers_authorised_scrapers_only_and_prometheus_scr
     let (server, _) = binaries();
     let prometheus = Prometheus::start(
         &server,
-        scrape_config(&monitor["spec"]["endpoints"][0], &address, &token_file),
+        scrape_config(&monitor["spec"]["endpoints"][0], &address, &token_file, None),
         &serde_json::json!({"groups": []}),
     )
     .unwrap_or_else(|e| panic!("{e:#}"));

@@ -325,9 +325,10 @@ fn with_monitoring_adds_a_service_monitor_and_alert_rules_that_fit_the_base() {
     let base = kustomize(plane, &deploy(""));
     let monitored = kustomize(plane, &deploy("with-monitoring"));
     let mut expected = kinds(&base);
-    expected.extend(["ServiceMonitor".to_owned(), "PrometheusRule".to_owned()]);
+    expected.extend(["ServiceMonitor".to_owned(), "PrometheusRule".to_owned(), "Secret".to_owned()]);
     assert_eq!(kinds(&monitored), expected);
-    assert_eq!(monitored.len(), base.len() + 2);
+    // The ServiceMonitor, the PrometheusRule, and the scraper's ServiceAccount, token and binding.
+    assert_eq!(monitored.len(), base.len() + 5);
 
     let monitor = find(&monitored, "ServiceMonitor", "ferro-ipam");
     let service = find(&monitored, "Service", "ferro-ipam-metrics");
@@ -336,7 +337,9 @@ fn with_monitoring_adds_a_service_monitor_and_alert_rules_that_fit_the_base() {
     assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
     assert_eq!(endpoint["honorLabels"], true, "pool series keep their own namespace label");
     assert_eq!(endpoint["scheme"], "https");
-    assert!(endpoint["bearerTokenFile"].is_string(), "Prometheus sends its token: {endpoint}");
+    assert!(endpoint["bearerTokenFile"].is_null(), "not the deprecated field: {endpoint}");
+    assert_eq!(endpoint["tlsConfig"], serde_json::json!({"insecureSkipVerify": true}), "self-signed by default");
+    assert_scrapes_as_a_metrics_reader(&monitored, endpoint);
     let rules = find(&monitored, "PrometheusRule", "ferro-ipam");
     let alerts: BTreeSet<&str> =
         rules["spec"]["groups"][0]["rules"].as_array().unwrap().iter().filter_map(|r| r["alert"].as_str()).collect();
@@ -346,6 +349,69 @@ fn with_monitoring_adds_a_service_monitor_and_alert_rules_that_fit_the_base() {
     for object in [monitor, rules] {
         assert_eq!(object["metadata"]["namespace"], "ferro-ipam-system");
     }
+}
+
+/// The endpoint sends, as a Bearer token, the key of a ServiceAccount token Secret whose account
+/// is bound to `ferro-ipam-metrics-reader` and nothing else.
+fn assert_scrapes_as_a_metrics_reader(objects: &[Value], endpoint: &Value) {
+    let credentials = &endpoint["authorization"]["credentials"];
+    assert_eq!(endpoint["authorization"]["type"], "Bearer", "{endpoint}");
+    let secret = find(objects, "Secret", credentials["name"].as_str().expect("credentials from a Secret"));
+    assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+    assert_eq!(credentials["key"], "token", "the key the token controller fills");
+    let account = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"].as_str().unwrap();
+    find(objects, "ServiceAccount", account);
+    let bound: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+        .filter(|o| o["subjects"].as_array().into_iter().flatten().any(|s| s["name"] == account))
+        .map(|o| &o["roleRef"]["name"])
+        .collect();
+    assert_eq!(bound, ["ferro-ipam-metrics-reader"], "{account} may get /metrics and do nothing else");
+}
+
+#[test]
+fn the_cert_manager_component_mounts_its_certificate_and_the_service_monitor_verifies_it() {
+    let plane = ControlPlane::shared();
+    let built = with_components(plane, &["monitoring", "cert-manager"]);
+    assert_verified_scrapes(&built, "ferro-ipam-system");
+    // Its own CA: a self-signed Issuer makes the CA Certificate, whose Secret a CA Issuer signs with.
+    let serving = find(&built, "Certificate", "ferro-ipam-metrics");
+    let ca_issuer = find(&built, "Issuer", serving["spec"]["issuerRef"]["name"].as_str().unwrap());
+    let ca = find(&built, "Certificate", "ferro-ipam-metrics-ca");
+    assert_eq!(ca_issuer["spec"]["ca"]["secretName"], ca["spec"]["secretName"]);
+    assert_eq!(ca["spec"]["isCA"], true);
+    assert!(
+        find(&built, "Issuer", ca["spec"]["issuerRef"]["name"].as_str().unwrap())["spec"]["selfSigned"].is_object()
+    );
+    // Without the monitoring component, the certificate is still mounted and nothing else breaks.
+    let alone = with_components(plane, &["cert-manager"]);
+    assert!(!alone.iter().any(|o| o["kind"] == "ServiceMonitor"));
+    find(&alone, "Certificate", "ferro-ipam-metrics");
+}
+
+/// The serving Certificate names the metrics Service of `namespace`; the Deployment mounts its
+/// Secret at `--tls-cert-dir`; the ServiceMonitor checks the Secret's CA and the first name, and
+/// skips no verification.
+pub fn assert_verified_scrapes(objects: &[Value], namespace: &str) {
+    let certificate = find(objects, "Certificate", "ferro-ipam-metrics");
+    let secret = certificate["spec"]["secretName"].as_str().unwrap();
+    let service = format!("ferro-ipam-metrics.{namespace}.svc");
+    assert_eq!(certificate["spec"]["dnsNames"], serde_json::json!([service, format!("{service}.cluster.local")]));
+    let pod = &find(objects, "Deployment", "ferro-ipam-controller")["spec"]["template"]["spec"];
+    let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["secret"]["secretName"] == secret).unwrap();
+    let container = &pod["containers"][0];
+    let mount = container["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == volume["name"]).unwrap();
+    assert_eq!(mount["readOnly"], true);
+    let flag = format!("--tls-cert-dir={}", mount["mountPath"].as_str().unwrap());
+    assert!(container["args"].as_array().unwrap().iter().any(|a| a == &flag), "{flag} missing: {container}");
+    let endpoint = &find(objects, "ServiceMonitor", "ferro-ipam")["spec"]["endpoints"][0];
+    assert_eq!(
+        endpoint["tlsConfig"],
+        serde_json::json!({"ca": {"secret": {"name": secret, "key": "ca.crt"}}, "serverName": service}),
+        "the CA of the certificate's Secret, the Service's name, no insecureSkipVerify"
+    );
+    assert_scrapes_as_a_metrics_reader(objects, endpoint);
 }
 
 #[test]

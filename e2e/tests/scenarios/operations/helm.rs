@@ -11,8 +11,8 @@ use ferro_ipam_e2e::ControlPlane;
 use serde_json::{Value, json};
 
 use super::{
-    assert_hardened_controller, deploy, find, install_namespace, kinds, kustomize, kustomize_text, server_dry_run,
-    with_components, yaml_documents,
+    assert_hardened_controller, assert_verified_scrapes, deploy, find, install_namespace, kinds, kustomize,
+    kustomize_text, server_dry_run, with_components, yaml_documents,
 };
 
 fn helm() -> PathBuf {
@@ -75,6 +75,11 @@ fn the_chart_carries_what_kustomize_builds_now() {
     assert!(
         committed == kustomize_text(plane, &deploy("with-monitoring")),
         "deploy/chart/files/manifests.yaml is stale: run `make release-manifests`"
+    );
+    let copied = std::fs::read_to_string(deploy("chart/files/cert-manager.yaml")).unwrap();
+    assert!(
+        copied == std::fs::read_to_string(deploy("cert-manager/certificate.yaml")).unwrap(),
+        "deploy/chart/files/cert-manager.yaml is stale: run `make release-manifests`"
     );
     let lint = helm_ok(&["lint", "--strict", deploy("chart").to_str().unwrap()]);
     assert!(lint.contains("0 chart(s) failed"), "{lint}");
@@ -145,7 +150,8 @@ fn values_set_image_replicas_resources_flags_metrics_and_monitoring() {
     let monitor = find(&rendered, "ServiceMonitor", "ferro-ipam");
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(endpoint["scheme"], "http");
-    assert!(endpoint["bearerTokenFile"].is_null() && endpoint["tlsConfig"].is_null(), "{endpoint}");
+    assert!(endpoint["authorization"].is_null() && endpoint["tlsConfig"].is_null(), "{endpoint}");
+    assert!(!rendered.iter().any(|o| o["kind"] == "Secret"), "no scraper token for a plain-HTTP endpoint");
     assert_eq!(monitor["metadata"]["labels"]["release"], "kps");
     assert_eq!(find(&rendered, "PrometheusRule", "ferro-ipam")["metadata"]["labels"]["release"], "kps");
     let readers = find(&rendered, "ClusterRoleBinding", "ferro-ipam-metrics-reader");
@@ -221,4 +227,44 @@ fn without_the_control_plane_vip_the_chart_drops_its_rights_as_the_kustomize_com
     assert_eq!(args(&rendered), args(&built), "the chart passes the component's flag");
     let defaults = template(plane, "ferro-ipam-system", &[]);
     assert_ne!(role(&defaults), role(&built), "by default the VIP controller keeps its rights");
+}
+
+#[test]
+fn cert_manager_values_render_what_the_kustomize_component_builds_in_the_release_namespace() {
+    let plane = ControlPlane::shared();
+    let monitored = ["monitoring.serviceMonitor=true", "monitoring.prometheusRule=true"];
+    let set = [monitored.as_slice(), &["metrics.certManager.enabled=true"]].concat();
+    let rendered = template(plane, "ferro-ipam-system", &set);
+    let expected: Vec<Value> = with_components(plane, &["monitoring", "cert-manager"])
+        .into_iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .collect();
+    assert_eq!(kinds(&rendered), kinds(&expected));
+    assert_eq!(rendered.len(), expected.len());
+    for object in &expected {
+        let (kind, name) = (object["kind"].as_str().unwrap(), object["metadata"]["name"].as_str().unwrap());
+        let chart = without_helm_labels(find(&rendered, kind, name));
+        assert!(chart == *object, "{kind} {name} differs from kustomize's:\n{chart:#}\n{object:#}");
+    }
+    assert_verified_scrapes(&template(plane, "capi-ipam", &set), "capi-ipam");
+
+    // An issuer of the user's: only the serving Certificate, issued by it.
+    let own = [
+        set.as_slice(),
+        &["metrics.certManager.issuerRef.kind=ClusterIssuer", "metrics.certManager.issuerRef.name=corp-ca"],
+    ]
+    .concat();
+    let rendered = template(plane, "capi-ipam", &own);
+    assert!(!rendered.iter().any(|o| o["kind"] == "Issuer"), "no CA of the release's own");
+    let certificates: Vec<&Value> = rendered.iter().filter(|o| o["kind"] == "Certificate").collect();
+    assert_eq!(certificates.len(), 1);
+    assert_eq!(certificates[0]["spec"]["issuerRef"], json!({"kind": "ClusterIssuer", "name": "corp-ca"}));
+    assert_verified_scrapes(&rendered, "capi-ipam");
+
+    // By default: self-signed, verification skipped, the scraper's token still sent.
+    let defaults = template(plane, "ferro-ipam-system", &monitored);
+    assert!(!defaults.iter().any(|o| o["kind"] == "Certificate"));
+    let endpoint = &find(&defaults, "ServiceMonitor", "ferro-ipam")["spec"]["endpoints"][0];
+    assert_eq!(endpoint["tlsConfig"], json!({"insecureSkipVerify": true}));
+    assert_eq!(endpoint["authorization"]["credentials"]["name"], "ferro-ipam-metrics-scraper-token");
 }

@@ -144,7 +144,7 @@ async fn prometheus_scrapes_pool_gauges_equal_to_status_and_runs_every_dashboard
     let endpoint = &find(&monitoring, "ServiceMonitor", "ferro-ipam")["spec"]["endpoints"][0];
     let rules = find(&monitoring, "PrometheusRule", "ferro-ipam")["spec"].clone();
     let prometheus =
-        Prometheus::start(&server, scrape_config(endpoint, &provider.metrics, &token_file), &rules).unwrap();
+        Prometheus::start(&server, scrape_config(endpoint, &provider.metrics, &token_file, None), &rules).unwrap();
     promtool(&tool, &["check", "rules", &prometheus.rules.to_string_lossy()]).unwrap();
     promtool(&tool, &["check", "config", &prometheus.config.to_string_lossy()]).unwrap();
 
