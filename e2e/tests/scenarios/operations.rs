@@ -3,6 +3,7 @@
 //! exactly the RBAC `deploy/` grants (`rbac`), two replicas with leader election (`leader`), and a
 //! real Prometheus scraping it with every query of the dashboard and the alerts (`prometheus`).
 
+mod audit;
 mod clusterctl;
 mod conventions;
 mod diagnostics;
@@ -74,21 +75,27 @@ pub fn kustomize(plane: &ControlPlane, dir: &Path) -> Vec<Value> {
 /// `deploy/` with the kustomize components of `deploy/<component>`, built as a user's overlay
 /// would build it (in the plane's directory, named after the components).
 pub fn with_components(plane: &ControlPlane, components: &[&str]) -> Vec<Value> {
-    let overlay = plane.dir.join(format!("overlay-{}", components.join("-")));
+    user_overlay(plane, &format!("overlay-{}", components.join("-")), |relative| {
+        let components: Vec<String> = components.iter().map(|c| relative(c)).collect();
+        format!("resources: [{}]\ncomponents: [{}]\n", relative(""), components.join(", "))
+    })
+}
+
+/// A user's overlay of `deploy/`, built: the kustomization `body` (after apiVersion and kind)
+/// written in the plane's directory `name`. `body` gets a function that turns a path under
+/// `deploy/` into the relative one kustomize takes from there.
+pub fn user_overlay(
+    plane: &ControlPlane,
+    name: &str,
+    body: impl FnOnce(&dyn Fn(&str) -> String) -> String,
+) -> Vec<Value> {
+    let overlay = plane.dir.join(name);
     std::fs::create_dir_all(&overlay).unwrap();
     // kustomize takes only relative paths: from the overlay up to `/`, then down to deploy/.
     let up = "../".repeat(overlay.components().count() - 1);
     let relative = |dir: &str| format!("{up}{}", deploy(dir).strip_prefix("/").unwrap().display());
-    let components: Vec<String> = components.iter().map(|c| relative(c)).collect();
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
-            relative(""),
-            components.join(", ")
-        ),
-    )
-    .unwrap();
+    let text = format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n{}", body(&relative));
+    std::fs::write(overlay.join("kustomization.yaml"), text).unwrap();
     kustomize(plane, &overlay)
 }
 

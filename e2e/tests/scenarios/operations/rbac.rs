@@ -4,8 +4,7 @@
 //! scenario as the ServiceAccount, with its own token. A missing permission shows up as a refused
 //! request; an extra one as a rule no request needed.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use ferro_ipam_e2e::objects::Scope;
@@ -15,9 +14,11 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
+use super::audit::{Request, granted, kubeconfig, policy_for, requests_of, service_account_kubeconfig, unneeded};
 use super::{Audited, deploy, find, kustomize, scraper_token, with_components};
 use crate::PROMPTLY;
 use crate::providers::{PROVIDER_A, install_kind};
+use crate::purpose::{VIPS, labelled_pool, labels};
 use crate::vip::{self, vip_pool};
 
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:ferro-ipam-system:ferro-ipam-controller";
@@ -30,29 +31,9 @@ const WITHOUT_VIP: &str = "ferro-ipam-without-control-plane-vip";
 fn audited() -> &'static Audited {
     static AUDITED: OnceLock<Audited> = OnceLock::new();
     AUDITED.get_or_init(|| {
-        let policy = format!(
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-             - level: Metadata\n  users: [\"{SERVICE_ACCOUNT}\", \"{WITHOUT_FINALIZERS}\", \"{WITHOUT_VIP}\"]\n- level: None\n"
-        );
+        let policy = policy_for(&[SERVICE_ACCOUNT, WITHOUT_FINALIZERS, WITHOUT_VIP]);
         Audited::start("audit", &policy, &["--enable-admission-plugins=OwnerReferencesPermissionEnforcement"])
     })
-}
-
-/// A kubeconfig for this plane with `user` (the YAML of a kubeconfig `user:` entry).
-fn kubeconfig(plane: &ControlPlane, name: &str, user: &str) -> PathBuf {
-    let path = plane.dir.join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {}\n    certificate-authority: {}\n\
-             users:\n- name: {name}\n  user:\n{user}\ncontexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: {name}\n\
-             current-context: e2e\n",
-            plane.server,
-            plane.credentials.ca_cert.display()
-        ),
-    )
-    .unwrap();
-    path
 }
 
 /// A Scope in the new namespace `ns` of `plane`.
@@ -63,83 +44,6 @@ pub(super) async fn scope_on(plane: &'static ControlPlane, ns: &str) -> Scope {
     Scope { plane, client, ns: ns.to_owned(), filter: None }
 }
 
-/// One request in the audit log.
-#[derive(Debug)]
-struct Request {
-    user: String,
-    /// `group/resource[/subresource]`, or `url:` and the URL of a non-resource request.
-    resource: String,
-    verb: String,
-    allowed: bool,
-    code: i64,
-    uri: String,
-}
-
-fn audit_log(path: &Path) -> Vec<Request> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut seen = BTreeSet::new();
-    text.lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("audit events are JSON lines"))
-        .filter(|e| e["stage"] == "ResponseComplete" || e["stage"] == "ResponseStarted")
-        .filter(|e| seen.insert(e["auditID"].as_str().unwrap_or_default().to_owned()))
-        .map(|e| {
-            let object = &e["objectRef"];
-            let resource = if object.is_object() {
-                let mut r = format!(
-                    "{}/{}",
-                    object["apiGroup"].as_str().unwrap_or(""),
-                    object["resource"].as_str().unwrap_or("")
-                );
-                if let Some(sub) = object["subresource"].as_str() {
-                    r = format!("{r}/{sub}");
-                }
-                r
-            } else {
-                format!("url:{}", e["requestURI"].as_str().unwrap_or_default())
-            };
-            Request {
-                user: e["user"]["username"].as_str().unwrap_or_default().to_owned(),
-                resource,
-                verb: e["verb"].as_str().unwrap_or_default().to_owned(),
-                allowed: e["annotations"]["authorization.k8s.io/decision"] == "allow",
-                code: e["responseStatus"]["code"].as_i64().unwrap_or(0),
-                uri: e["requestURI"].as_str().unwrap_or_default().to_owned(),
-            }
-        })
-        .collect()
-}
-
-/// `group/resource[/subresource]` -> verbs, as RBAC rules grant them.
-fn granted(rules: &Value) -> BTreeMap<String, BTreeSet<String>> {
-    let mut grants: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for rule in rules.as_array().unwrap() {
-        for group in rule["apiGroups"].as_array().unwrap() {
-            for resource in rule["resources"].as_array().unwrap() {
-                let key = format!("{}/{}", group.as_str().unwrap(), resource.as_str().unwrap());
-                grants
-                    .entry(key)
-                    .or_default()
-                    .extend(rule["verbs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()));
-            }
-        }
-    }
-    grants
-}
-
-/// Why a granted verb may go unused in the scenario, or None when it must be used.
-fn unused_is_expected(resource: &str, verb: &str, grants: &BTreeMap<String, BTreeSet<String>>) -> Option<&'static str> {
-    if verb == "get" && grants.get(resource).is_some_and(|v| v.contains("list")) {
-        return Some("get reveals nothing that list does not");
-    }
-    if verb == "update" && resource.ends_with("/finalizers") {
-        return Some("checked by admission for blockOwnerDeletion, proven by the run without it");
-    }
-    if resource == "events.k8s.io/events" && verb == "patch" {
-        return Some("kube-runtime's Recorder patches an Event that repeats for an unchanged object");
-    }
-    None
-}
-
 async fn address_by_hand(s: &Scope, name: &str, ip: &str) {
     s.create(json!({
         "apiVersion": "ipam.cluster.x-k8s.io/v1beta2",
@@ -147,6 +51,39 @@ async fn address_by_hand(s: &Scope, name: &str, ip: &str) {
         "metadata": {"name": name},
         "spec": {"claimRef": {"name": name}, "poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "nodes"}, "address": ip, "prefix": 24},
     }))
+    .await
+    .unwrap();
+}
+
+/// A Cluster's control-plane VIP from a provider-scoped pool of `net`.10-20, global or of the
+/// namespace: the provider lookup reads the infrastructure kind's CRD, the claim is created and
+/// deleted, the Cluster patched.
+pub(super) async fn vip_comes_and_goes(s: &Scope, net: &str, global: bool) {
+    install_kind(s, PROVIDER_A, "Cluster").await;
+    let range = format!("{net}.10-{net}.20");
+    if global {
+        vip_pool(s, "vips", &range).await;
+    } else {
+        labelled_pool(s, "vips", &range, labels(&[(VIPS, "true"), ("cluster.x-k8s.io/provider", PROVIDER_A)])).await;
+    }
+    vip::cluster(s, "vip-wl", Some("true"), json!({})).await;
+    assert_eq!(vip::wait_endpoint(s, "vip-wl").await.0, format!("{net}.10"));
+    vip::clusters(s).delete("vip-wl", &DeleteParams::default()).await.unwrap();
+    s.eventually("the Cluster with its VIP is gone", PROMPTLY, || async {
+        vip::clusters(s).get_opt("vip-wl").await.unwrap().is_none()
+    })
+    .await
+    .unwrap();
+}
+
+/// Deletes `claims` and waits until no address is left.
+pub(super) async fn release(s: &Scope, claims: &[&str]) {
+    for claim in claims {
+        s.delete_claim(claim).await.unwrap();
+    }
+    s.eventually("every address is released", PROMPTLY, || async {
+        s.addresses().list(&ListParams::default()).await.unwrap().items.is_empty()
+    })
     .await
     .unwrap();
 }
@@ -193,27 +130,8 @@ async fn full_scenario(s: &Scope) {
     let events = s.events_about("IPAddressClaim", "c2").await.unwrap();
     assert!(events.iter().any(|(t, reason, _)| t == "Warning" && reason == "PoolExhausted"), "{events:?}");
 
-    // A Cluster's control-plane VIP from a provider-scoped pool: the provider lookup reads the
-    // infrastructure kind's CRD, the claim is created and deleted, the Cluster patched.
-    install_kind(s, PROVIDER_A, "Cluster").await;
-    vip_pool(s, "vips", "10.110.30.10-10.110.30.20").await;
-    vip::cluster(s, "vip-wl", Some("true"), json!({})).await;
-    assert_eq!(vip::wait_endpoint(s, "vip-wl").await.0, "10.110.30.10");
-    vip::clusters(s).delete("vip-wl", &DeleteParams::default()).await.unwrap();
-    s.eventually("the Cluster with its VIP is gone", PROMPTLY, || async {
-        vip::clusters(s).get_opt("vip-wl").await.unwrap().is_none()
-    })
-    .await
-    .unwrap();
-
-    for claim in ["c1", "c2", "adopted", "g0", "p0", "gp0"] {
-        s.delete_claim(claim).await.unwrap();
-    }
-    s.eventually("every address is released", PROMPTLY, || async {
-        s.addresses().list(&ListParams::default()).await.unwrap().items.is_empty()
-    })
-    .await
-    .unwrap();
+    vip_comes_and_goes(s, "10.110.30", true).await;
+    release(s, &["c1", "c2", "adopted", "g0", "p0", "gp0"]).await;
     s.pools().delete("nodes", &DeleteParams::default()).await.unwrap();
     s.global_pools().delete(&global, &DeleteParams::default()).await.unwrap();
     s.prefix_pools().delete("delegated", &DeleteParams::default()).await.unwrap();
@@ -228,16 +146,30 @@ async fn full_scenario(s: &Scope) {
     .unwrap();
 }
 
+/// A scrape, as Prometheus makes it (the provider reviews the token with the API server); then
+/// the provider stopped, and the requests of `user` in the audit log, none of them refused.
+pub(super) fn scrape_stop_and_audit(audited: &Audited, provider: &mut Provider, ns: &str, user: &str) -> Vec<Request> {
+    let reader = scraper_token(&audited.plane, ns, "prometheus", true);
+    let (status, body) = provider.scrape(Some(&reader)).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let log = provider.log_tail(100_000);
+    provider.stop();
+    assert!(!log.to_lowercase().contains("forbidden"), "the provider was refused something:\n{log}");
+
+    let requests = requests_of(&audited.log, user);
+    assert!(requests.len() > 20, "the audit log holds the provider's requests ({})", requests.len());
+    let refused: Vec<&Request> = requests.iter().filter(|r| r.refused()).collect();
+    assert!(refused.is_empty(), "requests refused to {user}: {refused:#?}");
+    requests
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
     let audited = audited();
     let plane = &audited.plane;
     plane.kubectl_ok(&["apply", "--server-side", "-k", &deploy("").to_string_lossy()]).unwrap();
     let objects = kustomize(plane, &deploy(""));
-    let token = plane
-        .kubectl_ok(&["create", "token", "ferro-ipam-controller", "-n", "ferro-ipam-system", "--duration", "2h"])
-        .unwrap();
-    let config = kubeconfig(plane, "ferro-ipam-controller", &format!("    token: {}", token.trim()));
+    let config = service_account_kubeconfig(plane, "ferro-ipam-system", "ferro-ipam-controller");
     let mut provider = Provider::launch_secure(
         plane,
         &config,
@@ -255,35 +187,14 @@ async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
     provider.wait_ready(std::time::Duration::from_secs(60)).unwrap();
     let s = scope_on(plane, "rbac-full-scenario").await;
     full_scenario(&s).await;
-    // A scrape, as Prometheus makes it: the provider reviews the token with the API server.
-    let reader = scraper_token(plane, &s.ns, "prometheus", true);
-    let (status, body) = provider.scrape(Some(&reader)).unwrap();
-    assert_eq!(status, 200, "{body}");
-    let log = provider.log_tail(100_000);
-    provider.stop();
-    assert!(!log.to_lowercase().contains("forbidden"), "the provider was refused something:\n{log}");
-
-    let requests: Vec<Request> = audit_log(&audited.log).into_iter().filter(|r| r.user == SERVICE_ACCOUNT).collect();
-    assert!(requests.len() > 20, "the audit log holds the provider's requests ({})", requests.len());
-    let refused: Vec<&Request> = requests.iter().filter(|r| !r.allowed || r.code == 403).collect();
-    assert!(refused.is_empty(), "requests refused to the ServiceAccount: {refused:#?}");
+    let requests = scrape_stop_and_audit(audited, &mut provider, &s.ns, SERVICE_ACCOUNT);
 
     let mut grants = granted(&find(&objects, "ClusterRole", "ferro-ipam-controller")["rules"]);
     for (resource, verbs) in granted(&find(&objects, "Role", "ferro-ipam-leader-election")["rules"]) {
         grants.entry(resource).or_default().extend(verbs);
     }
-    let used: BTreeSet<(String, String)> = requests.iter().map(|r| (r.resource.clone(), r.verb.clone())).collect();
-    let mut extra = Vec::new();
-    for (resource, verbs) in &grants {
-        for verb in verbs {
-            if !used.contains(&(resource.clone(), verb.clone()))
-                && unused_is_expected(resource, verb, &grants).is_none()
-            {
-                extra.push(format!("{verb} {resource}"));
-            }
-        }
-    }
-    assert!(extra.is_empty(), "granted but never needed in a full scenario: {extra:?}\nused: {used:#?}");
+    let extra = unneeded(&grants, &requests);
+    assert!(extra.is_empty(), "granted but never needed in a full scenario: {extra:?}\nrequests: {requests:#?}");
     for request in requests.iter().filter(|r| !r.resource.starts_with("url:")) {
         assert!(
             grants.get(&request.resource).is_some_and(|v| v.contains(&request.verb)),
@@ -356,7 +267,7 @@ async fn without_the_finalizers_rule_addresses_cannot_be_written(audited: &'stat
     .await
     .unwrap();
     let refused: Vec<Request> =
-        audit_log(&audited.log).into_iter().filter(|r| r.user == WITHOUT_FINALIZERS && r.code == 403).collect();
+        requests_of(&audited.log, WITHOUT_FINALIZERS).into_iter().filter(|r| r.code == 403).collect();
     assert!(
         refused.iter().any(|r| r.verb == "create" && r.resource == "ipam.cluster.x-k8s.io/ipaddresses"),
         "the audit log shows the refused IPAddress create: {refused:#?}"
@@ -410,9 +321,9 @@ async fn without_the_vip_controller_no_cluster_is_written_and_its_rights_are_not
         .filter_map(|c| c.metadata.name)
         .collect();
     assert_eq!(claims, ["m0"], "no VIP claim was made");
-    let requests: Vec<Request> = audit_log(&audited.log).into_iter().filter(|r| r.user == WITHOUT_VIP).collect();
+    let requests = requests_of(&audited.log, WITHOUT_VIP);
     assert!(requests.len() > 5, "the audit log holds the provider's requests ({})", requests.len());
-    let refused: Vec<&Request> = requests.iter().filter(|r| !r.allowed || r.code == 403).collect();
+    let refused: Vec<&Request> = requests.iter().filter(|r| r.refused()).collect();
     assert!(refused.is_empty(), "requests refused without the VIP rights: {refused:#?}");
     let log = provider.log_tail(100_000);
     assert!(!log.to_lowercase().contains("forbidden"), "the provider was refused something:\n{log}");
