@@ -15,6 +15,7 @@ mod leader;
 mod misconfig;
 mod prometheus;
 mod rbac;
+mod single_namespace;
 mod uninstall;
 
 use std::collections::BTreeSet;

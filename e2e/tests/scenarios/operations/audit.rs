@@ -46,6 +46,10 @@ pub struct Request {
     pub user: String,
     /// `group/resource[/subresource]`, or `url:` and the URL of a non-resource request.
     pub resource: String,
+    /// The namespace of the object or collection; None for cluster-scoped and cluster-wide ones.
+    pub namespace: Option<String>,
+    /// The object's name, when the request names one.
+    pub name: Option<String>,
     pub verb: String,
     pub allowed: bool,
     pub code: i64,
@@ -84,6 +88,8 @@ pub fn audit_log(path: &Path) -> Vec<Request> {
             Request {
                 user: e["user"]["username"].as_str().unwrap_or_default().to_owned(),
                 resource,
+                namespace: object["namespace"].as_str().map(str::to_owned),
+                name: object["name"].as_str().map(str::to_owned),
                 verb: e["verb"].as_str().unwrap_or_default().to_owned(),
                 allowed: e["annotations"]["authorization.k8s.io/decision"] == "allow",
                 code: e["responseStatus"]["code"].as_i64().unwrap_or(0),
