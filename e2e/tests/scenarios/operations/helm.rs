@@ -268,3 +268,29 @@ fn cert_manager_values_render_what_the_kustomize_component_builds_in_the_release
     assert_eq!(endpoint["tlsConfig"], json!({"insecureSkipVerify": true}));
     assert_eq!(endpoint["authorization"]["credentials"]["name"], "ferro-ipam-metrics-scraper-token");
 }
+
+#[test]
+fn namespace_create_renders_the_release_namespace_labelled_as_deploy_base_and_kept() {
+    let plane = ControlPlane::shared();
+    let defaults = template(plane, "capi-ipam", &[]);
+    assert!(!defaults.iter().any(|o| o["kind"] == "Namespace"), "by default the namespace is left to the user");
+
+    let rendered = template(plane, "capi-ipam", &["namespace.create=true"]);
+    assert_eq!(rendered.len(), defaults.len() + 1, "the Namespace is the only object added");
+    let namespace = find(&rendered, "Namespace", "capi-ipam");
+    assert_eq!(namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted");
+    let base = kustomize(plane, &deploy(""));
+    let labels = |o: &Value| o["metadata"]["labels"].clone();
+    assert_eq!(
+        labels(&without_helm_labels(namespace)),
+        labels(find(&base, "Namespace", "ferro-ipam-system")),
+        "the labels of deploy/base/namespace.yaml"
+    );
+    assert_eq!(namespace["metadata"]["annotations"][KEEP], "keep", "`helm uninstall` leaves the namespace");
+
+    // The API server accepts it as a new namespace, label included.
+    let file = plane.dir.join("helm-namespace.json");
+    std::fs::write(&file, namespace.to_string()).unwrap();
+    let accepted = server_dry_run(plane, "-f", &file);
+    assert_eq!(accepted[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted");
+}
