@@ -292,24 +292,34 @@ fn deletes_section() -> String {
     section("docs/operations.md", "## What ferro-ipam deletes, and when")
 }
 
-#[test]
-fn every_test_the_deletes_table_names_exists() {
-    let section = deletes_section();
-    let code: Vec<(String, String)> = ["src", "e2e"].iter().flat_map(|dir| sources(dir)).collect();
-    let named: BTreeSet<&str> = section
+/// Every test `text` (of `page`) names in a code span exists in src/, e2e/ or tests/; at least
+/// `at_least` are named.
+fn assert_named_tests_exist(page: &str, text: &str, at_least: usize) {
+    let code: Vec<(String, String)> = ["src", "e2e", "tests"].iter().flat_map(|dir| sources(dir)).collect();
+    let named: BTreeSet<&str> = text
         .split('`')
         .skip(1)
         .step_by(2)
         .filter(|word| word.len() > 20 && word.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
         .collect();
-    assert!(named.len() >= 15, "the table names {} tests", named.len());
+    assert!(named.len() >= at_least, "{page} names {} tests", named.len());
     for test in named {
         let defined = format!("fn {test}(");
         assert!(
             code.iter().any(|(_, text)| text.contains(&defined)),
-            "operations.md names the test {test}, which does not exist"
+            "{page} names the test {test}, which does not exist"
         );
     }
+}
+
+#[test]
+fn every_test_the_deletes_table_names_exists() {
+    assert_named_tests_exist("operations.md", &deletes_section(), 15);
+}
+
+#[test]
+fn every_test_the_threat_model_names_exists() {
+    assert_named_tests_exist("security.md", &read("docs/security.md"), 15);
 }
 
 #[test]
