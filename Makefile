@@ -216,12 +216,20 @@ test-soak: tools build faketime ## The short seeded soak of `make test` (about 3
 # the archive; the kubectl, Helm and clusterctl installs use its files alone.
 NODE_DIST ?= target/node-dist
 .PHONY: test-node
-test-node: tools node-tools release ## A release's image and files as pods on a real node: installs, takeover, rollout, PDB, garbage collection, namespace deletion
+test-node: tools node-tools release previous-dist ## A release's image and files as pods on a real node: installs, upgrades from the previous release, takeover, rollout, PDB, garbage collection, namespace deletion
 	@mkdir -p target && rm -f target/node-report.txt
 	$(call timed,dist for the node,DIST_ALLOW_DIRTY=1 DIST_DIR=$(NODE_DIST) bash deploy/dist/dist.sh)
-	$(call timed,e2e node,FERRO_IPAM_DIST=$(abspath $(NODE_DIST)) $(CARGO) test -p ferro-ipam-e2e --test node -- --test-threads 1 \
+	$(call timed,e2e node,FERRO_IPAM_DIST=$(abspath $(NODE_DIST)) \
+	  FERRO_IPAM_PREVIOUS_DIST=$$(bash e2e/tools/previous-release.sh 2>/dev/null | tail -1) $(CARGO) test -p ferro-ipam-e2e --test node -- --test-threads 1 \
 	  || { cat target/node-report.txt 2>/dev/null; exit 1; })
 	@cat target/node-report.txt
+
+# The previous release's files, which the node's upgrade scenario starts from: the commit and
+# version in e2e/tools/previous-release/, built by that commit's own dist.sh once and kept in
+# ~/.cache/ferro-ipam (e2e/tools/previous-release.sh). After `release`, whose dependencies seed it.
+.PHONY: previous-dist
+previous-dist: tools install-tools release ## The previous release's dist/ for the upgrade tests, built once into ~/.cache/ferro-ipam
+	$(call timed,previous release,bash e2e/tools/previous-release.sh >/dev/null)
 
 .PHONY: cluster
 cluster: tools node-tools image ## A control plane and a node running ferro-ipam's image as pods, until Ctrl-C
