@@ -13,6 +13,7 @@ mod metrics;
 mod migration;
 mod paths;
 mod release;
+mod release_upgrade;
 mod rollout_vips;
 mod takeover;
 mod under_load;

@@ -23,17 +23,17 @@ use super::{
     report_readiness,
 };
 
-const CONTROLLER: &str = "app.kubernetes.io/component=controller";
+pub(crate) const CONTROLLER: &str = "app.kubernetes.io/component=controller";
 
 /// helm against the cluster.
-fn helm(args: &[&str]) -> String {
+pub(crate) fn helm(args: &[&str]) -> String {
     let helm = go_tool("helm").unwrap_or_else(|e| panic!("{e:#}"));
     let kubeconfig = cluster().plane.kubeconfig.clone();
     run_ok(&helm, args, &[("KUBECONFIG", &kubeconfig)]).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The CRDs the chart ships (its default `crds: true`).
-fn chart_crds() -> Vec<String> {
+pub(crate) fn chart_crds() -> Vec<String> {
     let rendered = helm(&["template", "ferro-ipam", &chart()]);
     let documents: Vec<Value> = serde_saphyr::from_multiple(&rendered).expect("helm renders YAML");
     documents
@@ -45,7 +45,7 @@ fn chart_crds() -> Vec<String> {
 
 /// Lets `release` in `namespace` take over the CRDs that are already there (the cluster was made
 /// with them), as docs/install.md tells users whose cluster has them already.
-fn adopt_crds(release: &str, namespace: &str) {
+pub(crate) fn adopt_crds(release: &str, namespace: &str) {
     for crd in chart_crds() {
         kubectl(&["label", "--overwrite", "crd", &crd, "app.kubernetes.io/managed-by=Helm"]);
         kubectl(&[
