@@ -255,7 +255,7 @@ test: disk-space ## Everything CI runs: lint, unit and property tests, the book,
 # Everything both lanes build, built once before they start, so that they do not wait on each
 # other's builds (or race to fill the tool cache).
 .PHONY: test-prepare
-test-prepare: tools install-tools node-tools faketime build release
+test-prepare: tools install-tools node-tools faketime build release previous-dist
 	$(call timed,test binaries,$(CARGO) test --locked -p ferro-ipam-e2e --tests --no-run)
 
 # A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
