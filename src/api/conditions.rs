@@ -14,6 +14,9 @@ pub enum ClaimReason {
     /// The claim's `IPAddress` records an address it cannot have (another holder has it, or the
     /// pool may not hand it out); nothing is written for the claim until that is resolved.
     AddressConflict,
+    /// The claim's pool is a global pool whose `spec.namespaceSelector` does not select the
+    /// claim's namespace (or no labelled global pool of a purpose does).
+    NamespaceNotSelected,
 }
 
 impl ClaimReason {
@@ -24,6 +27,7 @@ impl ClaimReason {
             ClaimReason::PoolExhausted => "PoolExhausted",
             ClaimReason::AllocationFailed => "AllocationFailed",
             ClaimReason::AddressConflict => "AddressConflict",
+            ClaimReason::NamespaceNotSelected => "NamespaceNotSelected",
         }
     }
 }

@@ -42,6 +42,13 @@ mod v1alpha1 {
 
 /// The `InClusterIPPool` CRD: `v1alpha2` served and stored, `v1alpha1` kept but not served.
 pub fn in_cluster_ip_pool() -> CustomResourceDefinition {
+    let mut crd = ip_pool();
+    refuse_namespace_selector(&mut crd, "InClusterIPPool", GLOBAL_IN_CLUSTER_IP_POOL);
+    crd
+}
+
+/// The IP pool CRD both kinds start from.
+fn ip_pool() -> CustomResourceDefinition {
     let mut old = v1alpha1::InClusterIPPoolV1Alpha1::crd();
     for version in &mut old.spec.versions {
         version.served = false;
@@ -71,6 +78,25 @@ fn reserve_purpose_names(crd: &mut CustomResourceDefinition) {
         )),
         ..ValidationRule::default()
     };
+    add_root_rule(crd, rule);
+}
+
+/// A namespaced pool serves the claims of its own namespace only: `spec.namespaceSelector`,
+/// which only the global kinds read, is refused rather than silently ignored.
+fn refuse_namespace_selector(crd: &mut CustomResourceDefinition, kind: &str, global: &str) {
+    let rule = ValidationRule {
+        rule: "!has(self.spec) || !has(self.spec.namespaceSelector)".to_owned(),
+        message: Some(format!(
+            "spec.namespaceSelector: an {kind} serves the claims of its own namespace only; \
+             set the selector on a {global} instead"
+        )),
+        ..ValidationRule::default()
+    };
+    add_root_rule(crd, rule);
+}
+
+/// Adds a CEL rule on the whole object to every served version.
+fn add_root_rule(crd: &mut CustomResourceDefinition, rule: ValidationRule) {
     for version in crd.spec.versions.iter_mut().filter(|v| v.served) {
         if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
             schema.x_kubernetes_validations.get_or_insert_with(Vec::new).push(rule.clone());
@@ -80,7 +106,7 @@ fn reserve_purpose_names(crd: &mut CustomResourceDefinition) {
 
 /// The `GlobalInClusterIPPool` CRD: the same schema, cluster-scoped.
 pub fn global_in_cluster_ip_pool() -> CustomResourceDefinition {
-    let mut crd = in_cluster_ip_pool();
+    let mut crd = ip_pool();
     crd.metadata.name = Some("globalinclusterippools.ipam.cluster.x-k8s.io".to_owned());
     crd.spec.scope = "Cluster".to_owned();
     let names = &mut crd.spec.names;
@@ -101,6 +127,13 @@ pub fn global_in_cluster_ip_pool() -> CustomResourceDefinition {
 
 /// The `InClusterPrefixPool` CRD: `v1alpha2` only, as the in-cluster provider serves it.
 pub fn in_cluster_prefix_pool() -> CustomResourceDefinition {
+    let mut crd = prefix_pool();
+    refuse_namespace_selector(&mut crd, "InClusterPrefixPool", GLOBAL_IN_CLUSTER_PREFIX_POOL);
+    crd
+}
+
+/// The prefix pool CRD both kinds start from.
+fn prefix_pool() -> CustomResourceDefinition {
     let mut crd = InClusterPrefixPool::crd();
     crd.metadata.labels = Some(BTreeMap::from([(MOVE_HIERARCHY_LABEL.to_owned(), String::new())]));
     crd
@@ -108,7 +141,7 @@ pub fn in_cluster_prefix_pool() -> CustomResourceDefinition {
 
 /// The `GlobalInClusterPrefixPool` CRD: the same schema, cluster-scoped.
 pub fn global_in_cluster_prefix_pool() -> CustomResourceDefinition {
-    let mut crd = in_cluster_prefix_pool();
+    let mut crd = prefix_pool();
     crd.metadata.name = Some("globalinclusterprefixpools.ipam.cluster.x-k8s.io".to_owned());
     crd.spec.scope = "Cluster".to_owned();
     let names = &mut crd.spec.names;

@@ -12,6 +12,7 @@ pub mod prefix_pool;
 pub mod prefix_validation;
 pub mod reservation;
 pub mod strategy;
+pub mod tenancy;
 pub mod validation;
 
 pub use capi::{CapiVersion, IPAddress, IPAddressClaim, PoolReference};
@@ -19,3 +20,4 @@ pub use pool::{GlobalInClusterIPPool, IPPoolSpec, IPPoolStatus, InClusterIPPool,
 pub use prefix_pool::{GlobalInClusterPrefixPool, InClusterPrefixPool, PrefixPoolSpec};
 pub use reservation::{Reservation, ReservationOwner};
 pub use strategy::AllocationStrategy;
+pub use tenancy::NamespaceSelector;

@@ -93,6 +93,12 @@ pub struct PrefixPoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = super::reservation::MAX_RESERVATIONS), transform = super::reservation::list_rules)]
     pub reservations: Option<Vec<super::reservation::Reservation>>,
+
+    /// Global pools only: the namespaces whose claims the pool serves, by the Namespace's labels
+    /// (`matchLabels`, `matchExpressions`). Unset: every namespace. A claim of a namespace it does
+    /// not select waits with `Ready=False` (`NamespaceNotSelected`). The namespaced kind refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<super::tenancy::NamespaceSelector>,
 }
 
 impl PrefixPoolSpec {

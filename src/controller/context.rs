@@ -22,6 +22,7 @@ use crate::misconfig::Misconfig;
 use super::address_cache::AddressCache;
 use super::claim_store::ClaimStore;
 use super::latency::Latency;
+use super::namespaces::NamespaceLabels;
 use super::own_writes::OwnWrites;
 use super::write_throttle::WriteThrottle;
 use crate::client::providers::Providers;
@@ -59,6 +60,9 @@ pub struct Caches {
     pub clusters: Option<Store<Cluster>>,
     /// The infrastructure provider of a claim's owner, for purpose pools.
     pub providers: Providers,
+    /// Every Namespace's labels, for the selectors of global pools; None when this instance
+    /// serves one namespace (and no global pool).
+    pub namespaces: Option<NamespaceLabels>,
 }
 
 /// What the controllers say: Events, metrics, misconfigurations, and the allocation latency.
@@ -101,6 +105,11 @@ impl Context {
     pub fn cached_cluster(&self, namespace: &str, name: &str) -> Option<Arc<Cluster>> {
         let (clusters, resource) = (self.caches.clusters.as_ref()?, self.kube.cluster_resource.as_ref()?);
         clusters.get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
+    }
+
+    /// The labels of Namespace `name`, as the Namespace watch last saw them; None while unknown.
+    pub fn namespace_labels(&self, name: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        self.caches.namespaces.as_ref()?.of(name)
     }
 
     /// Records an Event on an object. A failure to record is logged, never fatal.

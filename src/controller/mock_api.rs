@@ -185,6 +185,7 @@ impl World {
                 // Clusters are listed, and none exists: claims that name none are served.
                 clusters: Some(clusters.as_reader()),
                 providers: crate::client::providers::Providers::new(client.clone()),
+                namespaces: None,
             },
             report: Report {
                 recorder: Recorder::new(client, reporter),

@@ -14,6 +14,7 @@ pub mod latency;
 mod lean;
 #[cfg(test)]
 pub(crate) mod mock_api;
+pub mod namespaces;
 pub mod own_writes;
 pub mod pool;
 mod triggers;

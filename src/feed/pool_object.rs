@@ -26,6 +26,11 @@ pub trait PoolObject:
     /// The API of this kind: for the namespaced kind in `namespace` (all namespaces when None);
     /// the global kind ignores it.
     fn api(client: Client, namespace: Option<&str>) -> Api<Self>;
+    /// The namespaces whose claims the pool serves: a global pool's selector; None for every
+    /// namespace, and for a namespaced pool (its own namespace).
+    fn namespace_selector(&self) -> Option<crate::api::NamespaceSelector> {
+        None
+    }
 
     /// The addresses its status keeps for released claims (sticky addresses).
     fn remembered(&self) -> Vec<(HolderKey, IpAddr, Timestamp)> {
@@ -49,6 +54,7 @@ pub trait PoolObject:
             deleting: self.meta().deletion_timestamp.is_some(),
             grace_period_seconds: i64::from(self.grace_period_seconds().max(0)),
             labels: self.labels().clone(),
+            namespace_selector: self.namespace_selector(),
         }
     }
 }
@@ -76,6 +82,9 @@ macro_rules! pool_object {
             }
             fn api(client: Client, _namespace: Option<&str>) -> Api<Self> {
                 Api::all(client)
+            }
+            fn namespace_selector(&self) -> Option<crate::api::NamespaceSelector> {
+                self.spec.namespace_selector.clone()
             }
             pool_object!(@methods $grace);
         }

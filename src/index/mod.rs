@@ -54,6 +54,9 @@ pub struct PoolFacts {
     pub deleting: bool,
     pub grace_period_seconds: i64,
     pub labels: std::collections::BTreeMap<String, String>,
+    /// A global pool's `spec.namespaceSelector`: the namespaces whose claims it serves (None:
+    /// every namespace; a namespaced pool serves its own and has none).
+    pub namespace_selector: Option<crate::api::NamespaceSelector>,
 }
 
 /// The shared index. Cheap to clone.

@@ -221,6 +221,7 @@ mod tests {
             excluded_prefixes: None,
             allocation_strategy: None,
             reservations: None,
+            namespace_selector: None,
         });
         assert_eq!(spec.settings(Family::V6), Some((56, Some("fd00::1".into()))));
         assert_eq!(spec.settings(Family::V4), None);

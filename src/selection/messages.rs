@@ -59,3 +59,10 @@ pub fn exhausted_message(purpose: Purpose, found: &Candidates, tried: &[(PoolKey
     message.push_str("; the claim is served as soon as an address is released or a pool grows");
     message
 }
+
+/// Every labelled pool the claim could use has a namespace selector that leaves out its namespace
+/// (or was passed over for another reason, said too).
+pub fn not_selected_message(purpose: Purpose, namespace: &str, tried: &[(PoolKey, String)]) -> String {
+    let tried: Vec<String> = tried.iter().map(|(pool, why)| format!("{pool}: {why}")).collect();
+    format!("no {} pool serves namespace {namespace}: {}", purpose.noun(), tried.join("; "))
+}

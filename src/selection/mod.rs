@@ -17,7 +17,7 @@ use crate::api::keys::{
 };
 use crate::index::{PoolKey, PoolKind};
 
-pub use messages::{exhausted_message, no_pool_message};
+pub use messages::{exhausted_message, no_pool_message, not_selected_message};
 
 /// What a purpose claim asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

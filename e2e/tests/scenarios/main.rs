@@ -15,6 +15,7 @@ mod providers;
 mod purpose;
 mod reservations;
 mod strategy;
+mod tenancy;
 mod validation;
 mod vip;
 

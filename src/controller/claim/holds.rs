@@ -3,6 +3,7 @@
 //! `IPAddress` records, and giving holds back. No client required; signing up to be woken is
 //! `next::after`.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use crate::api::capi::IPAddressClaim;
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use crate::contract::status::{self, Readiness};
-use crate::contract::{Gate, Target, belongs_to, gate, passed_over, refusal, request_of};
+use crate::contract::{Gate, Target, belongs_to, gate, passed_over, refusal, request_of, tenancy};
 use crate::controller::context::Context;
 use crate::index::{AllocError, HolderKey, PoolKey};
 use crate::metrics::PoolLabels;
@@ -33,6 +34,8 @@ pub fn serving(key: PoolKey, loaded: &Loaded, ctx: &Context) -> Result<ReadyPool
             Err(Unfulfilled::not_ready(ClaimReason::PoolNotReady, message))
         }
         Verdict::Refused(message) => Err(Unfulfilled::not_ready(ClaimReason::PoolNotReady, message)),
+        Verdict::NotSelected(message) => Err(Unfulfilled::not_ready(ClaimReason::NamespaceNotSelected, message)),
+        Verdict::NamespaceUnknown => Err(Unfulfilled::NamespaceUnknown),
     }
 }
 
@@ -63,7 +66,9 @@ pub struct Chosen {
     pub ip: IpAddr,
 }
 
-/// Takes an address in the first labelled pool, in order, that has one for the claim.
+/// Takes an address in the first labelled pool, in order, that has one for the claim. Global
+/// pools whose namespace selector does not select the claim's namespace are skipped, and named
+/// in the claim's message.
 pub async fn choose(purpose: Purpose, loaded: &Loaded, ctx: &Context) -> Result<Chosen, Unfulfilled> {
     let (claim, holder, cluster) = (loaded.claim.as_ref(), &loaded.holder, loaded.cluster.as_deref());
     let (found, provider) = purpose::candidates(ctx, purpose, claim, cluster).await;
@@ -72,11 +77,11 @@ pub async fn choose(purpose: Purpose, loaded: &Loaded, ctx: &Context) -> Result<
         let message = selection::no_pool_message(purpose, &holder.namespace, provider.as_deref(), &found);
         return Err(Unfulfilled::not_ready(ClaimReason::PoolNotReady, message));
     }
-    let mut tried = Vec::new();
-    let mut refused = Vec::new();
+    let labels = ctx.namespace_labels(&holder.namespace);
+    let mut tried = Tried::default();
     for pool in order {
-        if let Some(why) = passed_over(pool, ctx.only_namespace.is_some(), ctx.index.pool_facts(pool).as_ref()) {
-            tried.push((pool.clone(), why));
+        if let Some(why) = skipped(pool, loaded, ctx, labels.as_ref()) {
+            tried.skipped(pool, why);
             continue;
         }
         // A pool that just arrived gets its deletion protection within moments: wait for it
@@ -84,22 +89,70 @@ pub async fn choose(purpose: Purpose, loaded: &Loaded, ctx: &Context) -> Result<
         let ready = serving(pool.clone(), loaded, ctx)?;
         match try_take(loaded, &ready, ctx)? {
             Ok(ip) => {
-                let others: Vec<PoolKey> = tried.into_iter().map(|(p, _)| p).collect();
-                ctx.index.stop_waiting(&others, holder);
+                ctx.index.stop_waiting(&tried.pools(), holder);
                 return Ok(Chosen { pool: ready, ip });
             }
-            Err(error) => {
-                refused.push(pool.clone());
-                tried.push((pool.clone(), error.to_string()));
-            }
+            Err(error) => tried.refused(pool, error.to_string()),
         }
+    }
+    if tried.refused.is_empty() && tried.not_selected {
+        let message = selection::not_selected_message(purpose, &holder.namespace, &tried.why);
+        return Err(Unfulfilled::not_ready(ClaimReason::NamespaceNotSelected, message));
     }
     let other_short = purpose::other_short(ctx, purpose, claim, cluster).await;
     Err(Unfulfilled::PurposeExhausted {
-        message: selection::exhausted_message(purpose, &found, &tried),
+        message: selection::exhausted_message(purpose, &found, &tried.why),
         event_reason: purpose.exhausted_reason(other_short),
-        refused,
+        refused: tried.refused,
     })
+}
+
+/// Why a candidate pool is passed over before an address is asked of it, if it is.
+fn skipped(pool: &PoolKey, loaded: &Loaded, ctx: &Context, labels: Option<&BTreeMap<String, String>>) -> Option<Skip> {
+    let facts = ctx.index.pool_facts(pool);
+    if let Some(why) = passed_over(pool, ctx.only_namespace.is_some(), facts.as_ref()) {
+        return Some(Skip::Other(why));
+    }
+    tenancy::not_selected(pool, facts.as_ref(), &loaded.holder.namespace, labels).map(Skip::NotSelected)
+}
+
+/// Why a candidate was skipped.
+enum Skip {
+    NotSelected(String),
+    Other(String),
+}
+
+/// The candidates of a purpose claim tried so far, and why each did not serve it.
+#[derive(Default)]
+struct Tried {
+    why: Vec<(PoolKey, String)>,
+    /// The pools that had no address for the claim.
+    refused: Vec<PoolKey>,
+    /// Whether a pool was skipped because its namespace selector does not select the claim's.
+    not_selected: bool,
+}
+
+impl Tried {
+    fn skipped(&mut self, pool: &PoolKey, skip: Skip) {
+        let why = match skip {
+            Skip::NotSelected(message) => {
+                self.not_selected = true;
+                message
+            }
+            Skip::Other(why) => why,
+        };
+        self.why.push((pool.clone(), why));
+    }
+
+    fn refused(&mut self, pool: &PoolKey, why: String) {
+        self.refused.push(pool.clone());
+        self.why.push((pool.clone(), why));
+    }
+
+    /// Every pool tried before the one that serves.
+    fn pools(&self) -> Vec<PoolKey> {
+        self.why.iter().map(|(pool, _)| pool.clone()).collect()
+    }
 }
 
 /// Makes the address the claim's `IPAddress` records the claim's (see

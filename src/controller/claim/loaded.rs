@@ -2,6 +2,7 @@
 //! Cluster, its pool), and the verdict on the pool that is to serve it. Reads only: nothing here
 //! changes the index or calls the API server (no client required).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use kube::ResourceExt;
 use crate::allocator::Family;
 use crate::api::capi::{Cluster, IPAddressClaim, PoolReference, cluster_name};
 use crate::contract::address::PoolSide;
-use crate::contract::{ClusterState, Target};
+use crate::contract::{Admission, ClusterState, Target, admission};
 use crate::controller::context::Context;
 use crate::index::{HolderKey, PoolFacts, PoolKey, PoolSpec};
 
@@ -84,17 +85,28 @@ pub enum Verdict {
     Deleting(String),
     /// It cannot serve this claim: the message for the claim's `Ready` condition.
     Refused(String),
+    /// Its namespace selector does not select the claim's namespace: the message.
+    NotSelected(String),
+    /// It has a namespace selector, and the labels of the claim's Namespace are not known yet.
+    NamespaceUnknown,
+}
+
+/// Who asks a pool for an address: the claim's namespace and that Namespace's labels (None: not
+/// known yet), and the one namespace this instance serves (`--namespace`), if any.
+pub struct Asker<'a> {
+    pub namespace: &'a str,
+    pub labels: Option<&'a BTreeMap<String, String>>,
+    pub only_namespace: Option<&'a str>,
 }
 
 impl Verdict {
-    /// The verdict on pool `key` as the index knows it (`one_namespace`: this instance serves one
-    /// namespace only).
+    /// The verdict on pool `key` as the index knows it, for a claim of `asker`.
     pub fn of(
         key: PoolKey,
         via: Option<PoolReference>,
         facts: Option<PoolFacts>,
         spec: Option<PoolSpec>,
-        one_namespace: Option<&str>,
+        asker: &Asker<'_>,
     ) -> Verdict {
         // Facts and spec come and go together (see `PoolState`).
         let (Some(facts), Some(spec)) = (facts, spec) else {
@@ -102,12 +114,17 @@ impl Verdict {
         };
         // Confined to one namespace, this instance cannot see a global pool's addresses elsewhere.
         if key.kind.is_global()
-            && let Some(namespace) = one_namespace
+            && let Some(namespace) = asker.only_namespace
         {
             return Verdict::Refused(format!(
                 "{key}: this ferro-ipam runs with --namespace {namespace} and cannot see the pool's addresses in other namespaces; \
                  serve global pools from an instance that watches every namespace"
             ));
+        }
+        match admission(&key, &facts, asker.namespace, asker.labels) {
+            Admission::Admitted => {}
+            Admission::NotSelected(why) => return Verdict::NotSelected(format!("{key}: {why}")),
+            Admission::Unknown => return Verdict::NamespaceUnknown,
         }
         if facts.deleting {
             return Verdict::Deleting(format!("{key} is being deleted"));
@@ -122,7 +139,13 @@ impl Verdict {
     /// The verdict on pool `key` for `loaded`, read from the index.
     pub fn read(key: PoolKey, loaded: &Loaded, ctx: &Context) -> Verdict {
         let (facts, spec) = (ctx.index.pool_facts(&key), ctx.index.pool_spec(&key));
-        Verdict::of(key, loaded.via(), facts, spec, ctx.only_namespace.as_deref())
+        let labels = ctx.namespace_labels(&loaded.holder.namespace);
+        let asker = Asker {
+            namespace: &loaded.holder.namespace,
+            labels: labels.as_ref(),
+            only_namespace: ctx.only_namespace.as_deref(),
+        };
+        Verdict::of(key, loaded.via(), facts, spec, &asker)
     }
 }
 
@@ -162,7 +185,8 @@ mod tests {
     }
 
     fn verdict(key: PoolKey, facts: Option<PoolFacts>, one_namespace: Option<&str>) -> Verdict {
-        Verdict::of(key, None, facts, Some(PoolSpec::Addresses(IPPoolSpec::default())), one_namespace)
+        let asker = Asker { namespace: "ns", labels: Some(&BTreeMap::new()), only_namespace: one_namespace };
+        Verdict::of(key, None, facts, Some(PoolSpec::Addresses(IPPoolSpec::default())), &asker)
     }
 
     #[test]
@@ -180,5 +204,23 @@ mod tests {
         assert!(matches!(verdict(key.clone(), facts(true, false), None), Verdict::Serve(_)));
         let refused = verdict(key, facts(true, false), Some("team-a"));
         assert!(matches!(refused, Verdict::Refused(m) if m.contains("--namespace team-a")));
+    }
+
+    #[test]
+    fn a_global_pool_refuses_a_namespace_its_selector_does_not_select_and_waits_for_unknown_labels() {
+        let selector = crate::api::NamespaceSelector {
+            match_labels: Some(BTreeMap::from([("team".to_owned(), "a".to_owned())])),
+            ..Default::default()
+        };
+        let facts = Some(PoolFacts { protected: true, namespace_selector: Some(selector), ..PoolFacts::default() });
+        let spec = || Some(PoolSpec::Addresses(IPPoolSpec::default()));
+        let team = |t: &str| BTreeMap::from([("team".to_owned(), t.to_owned())]);
+        let (a, b) = (team("a"), team("b"));
+        let asker = |labels| Asker { namespace: "ns", labels, only_namespace: None };
+        let key = PoolKey::global("g");
+        assert!(matches!(Verdict::of(key.clone(), None, facts.clone(), spec(), &asker(Some(&a))), Verdict::Serve(_)));
+        let refused = Verdict::of(key.clone(), None, facts.clone(), spec(), &asker(Some(&b)));
+        assert!(matches!(refused, Verdict::NotSelected(m) if m.contains("team=a")));
+        assert!(matches!(Verdict::of(key, None, facts, spec(), &asker(None)), Verdict::NamespaceUnknown));
     }
 }

@@ -129,7 +129,10 @@ fn readiness<'a>(outcome: &Outcome, loaded: &'a Loaded) -> Option<(Readiness, Op
         Outcome::Unfulfilled(Unfulfilled::PurposeExhausted { message, event_reason, .. }) => {
             Some((Readiness::failed(ClaimReason::PoolExhausted, message.clone()).with_event(event_reason), None))
         }
-        Outcome::Held | Outcome::Unfulfilled(Unfulfilled::Recreating | Unfulfilled::Unprotected(_)) => None,
+        Outcome::Held
+        | Outcome::Unfulfilled(Unfulfilled::Recreating | Unfulfilled::Unprotected(_) | Unfulfilled::NamespaceUnknown) => {
+            None
+        }
     }
 }
 

@@ -39,6 +39,9 @@ pub enum Unfulfilled {
     Recreating,
     /// The pool is not yet protected against deletion (moments after it appeared).
     Unprotected(PoolKey),
+    /// The pool has a namespace selector and the claim's Namespace is not listed yet: the
+    /// Namespace watch's event, or the requeue, brings it back.
+    NamespaceUnknown,
     /// The claim cannot be served now: reason and message for its `Ready` condition.
     NotReady { reason: ClaimReason, message: String },
     /// No labelled pool of a purpose claim has room: `PoolExhausted`, and an Event of this
@@ -76,6 +79,7 @@ pub fn plan(target: &Target, pool: Option<&PoolKey>, outcome: &Outcome) -> (Wake
         Outcome::Fulfilled(_) => (Wake::Nothing, Action::await_change()),
         Outcome::Unfulfilled(Unfulfilled::Recreating) => (Wake::Nothing, Action::requeue(SHORTLY)),
         Outcome::Unfulfilled(Unfulfilled::Unprotected(key)) => (Wake::Pool(key.clone()), Action::requeue(SHORTLY)),
+        Outcome::Unfulfilled(Unfulfilled::NamespaceUnknown) => (Wake::Nothing, Action::requeue(SHORTLY)),
         Outcome::Unfulfilled(Unfulfilled::NotReady { .. }) => (on_its_pool(), Action::requeue(RECHECK)),
         Outcome::Unfulfilled(Unfulfilled::PurposeExhausted { refused, .. }) => {
             (Wake::PurposePools(refused.clone()), Action::requeue(RECHECK))

@@ -124,6 +124,12 @@ impl ClaimStore {
         read(&self.claims).records.ids().collect()
     }
 
+    /// The ids of the claims of one namespace.
+    pub fn ids_in(&self, namespace: &str) -> Vec<u32> {
+        let claims = read(&self.claims);
+        claims.records.ids().filter(|id| claims.records.get(*id).is_some_and(|r| &*r.namespace == namespace)).collect()
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         read(&self.claims).records.len()

@@ -64,6 +64,13 @@ impl ClaimTriggers {
         }
     }
 
+    /// Queues every claim of a namespace (its labels changed: a global pool may select it now).
+    pub fn trigger_namespace(&self, namespace: &str) {
+        for id in self.store.ids_in(namespace) {
+            self.queue.trigger(id);
+        }
+    }
+
     /// Asks for every claim to be reviewed (a Cluster relisting may have changed any of them).
     pub fn review_all(&self) {
         // The receiver is gone only while the controller shuts down.

@@ -5,6 +5,7 @@
 mod addresses;
 mod claims;
 mod clusters;
+mod namespaces;
 mod pools;
 mod readiness;
 mod router;
@@ -29,6 +30,7 @@ use crate::misconfig::Misconfig;
 use super::address_cache::AddressCache;
 use super::context::{Caches, Context, Kube, Report, Writes};
 use super::latency::Latency;
+use super::namespaces::NamespaceLabels;
 use super::own_writes::OwnWrites;
 use super::write_throttle::WriteThrottle;
 use crate::client::discovery::CapiVersions;
@@ -70,7 +72,16 @@ impl Term {
         let claims = claims::ClaimWatch::new(self);
         let claims_reviewed = claims.reviewed();
         let clusters = self.versions.cluster.map(|version| clusters::ClusterWatch::new(self, version, &claims));
-        let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref()));
+        // Namespace labels serve the selectors of global pools, which an instance of one
+        // namespace does not serve.
+        let (namespaces, namespace_watch) = match self.settings.namespace {
+            None => {
+                let (labels, watch) = namespaces::watch(self, &claims, gate.listing());
+                (Some(labels), Some(watch))
+            }
+            Some(_) => (None, None),
+        };
+        let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref(), namespaces));
         let (routes, router) = router::route(index_triggers, claims.triggers.clone());
 
         let cluster_controller = match clusters {
@@ -94,8 +105,9 @@ impl Term {
         // The controllers end on shutdown; the watches and the router end with them.
         let pools = future::join4(in_cluster, global, in_cluster_prefix, global_prefix);
         let controllers = future::join(claim_controller, pools);
-        let watches =
-            future::join4(address_watch, cluster_controller, router, self.upkeep(&index, claims_reviewed, &ctx));
+        let namespace_watch = future::OptionFuture::from(namespace_watch);
+        let upkeep = self.upkeep(&index, claims_reviewed, &ctx);
+        let watches = future::join5(address_watch, cluster_controller, router, namespace_watch, upkeep);
         tokio::select! {
             _ = controllers => {}
             _ = watches => warn!("a watch ended unexpectedly"),
@@ -110,6 +122,7 @@ impl Term {
         addresses: AddressCache,
         claims: &claims::ClaimWatch,
         clusters: Option<&clusters::ClusterWatch>,
+        namespaces: Option<NamespaceLabels>,
     ) -> Context {
         let reporter = Reporter { controller: "ferro-ipam".into(), instance: self.settings.instance.clone() };
         Context {
@@ -127,6 +140,7 @@ impl Term {
                 addresses,
                 claims: claims.store.clone(),
                 clusters: clusters.map(|c| c.store.clone()),
+                namespaces,
                 providers: crate::client::providers::Providers::new(self.client.clone()),
             },
             report: Report {
