@@ -3,6 +3,7 @@
 //! reservations and strategy, and for purpose claims the candidate pools in the controller's
 //! order with the controller's reason for passing each over.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
@@ -11,7 +12,7 @@ use serde::Serialize;
 
 use crate::api::capi::IPAddressClaim;
 use crate::api::keys::REQUESTED_ADDRESS_ANNOTATION;
-use crate::contract::{Target, passed_over, request_of};
+use crate::contract::{Target, passed_over, request_of, tenancy};
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::preflight::claims::{Decision, decide};
 use crate::preflight::gather::Inventory;
@@ -83,10 +84,11 @@ fn origin(index: &Index, claim: &IPAddressClaim, holder: &HolderKey, pool: &Pool
 fn candidates(
     index: &Index,
     purpose: Purpose,
-    namespace: &str,
+    asker: (&str, Option<&BTreeMap<String, String>>),
     provider: Option<&str>,
     chosen: Option<&PoolKey>,
 ) -> Vec<Candidate> {
+    let (namespace, labels) = asker;
     let labelled = index.pools_labelled(purpose.label());
     let found = selection::candidates(purpose, namespace, provider, labelled.iter().map(|(k, l)| (k, l)));
     let mut reached = chosen.is_none();
@@ -98,7 +100,10 @@ fn candidates(
         } else if reached && chosen.is_some() {
             "not tried".to_owned()
         } else {
-            match passed_over(pool, false, index.pool_facts(pool).as_ref()) {
+            let facts = index.pool_facts(pool);
+            let skipped = passed_over(pool, false, facts.as_ref())
+                .or_else(|| tenancy::not_selected(pool, facts.as_ref(), namespace, labels));
+            match skipped {
                 Some(why) => format!("passed over: {why}"),
                 None if !index.has_room(pool) => "passed over: no free address".to_owned(),
                 None => "would be tried".to_owned(),
@@ -141,7 +146,8 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, holder: &HolderKey, p
     };
     let chosen = tell_decision(&mut answer, index, claim, holder, decision_of(index, inventory, holder));
     if let Target::Purpose(purpose) = target {
-        answer.candidates = candidates(index, purpose, &holder.namespace, provider, chosen.as_ref());
+        let asker = (&*holder.namespace, inventory.namespaces.get(&*holder.namespace));
+        answer.candidates = candidates(index, purpose, asker, provider, chosen.as_ref());
     } else if let Target::Pool(key) = &target
         && answer.strategy.is_none()
     {

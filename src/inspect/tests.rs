@@ -88,3 +88,37 @@ fn explain_tells_a_reserved_claim_from_one_that_waits() {
     let missing = explain::answer(&inv, &index, &HolderKey::new("ns", "nope"), None);
     assert_eq!(missing.state, "notFound");
 }
+
+/// A global pool that serves the namespaces labelled `team: a`, with the VIP purpose label.
+fn team_a_vips() -> crate::api::GlobalInClusterIPPool {
+    serde_json::from_value(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "GlobalInClusterIPPool",
+        "metadata": {"name": "team-a", "finalizers": ["ipam.cluster.x-k8s.io/ProtectPool"],
+                     "labels": {"cluster-api-vips": "true", "cluster-api-allow-all-providers": "true"}},
+        "spec": {"addresses": ["10.9.0.1-10.9.0.5"], "prefix": 24, "namespaceSelector": {"matchLabels": {"team": "a"}}},
+    }))
+    .expect("a global pool")
+}
+
+#[test]
+fn explain_says_the_claims_namespace_is_not_selected_by_the_pools_selector() {
+    let mut direct = claim("direct", "team-a");
+    direct.spec.pool_ref.kind = "GlobalInClusterIPPool".into();
+    let mut vip = claim("vip", "cluster-api-vips");
+    vip.spec.pool_ref.kind = "GlobalInClusterIPPool".into();
+    let mut inv = Inventory { global_pools: vec![team_a_vips()], ..inventory(Vec::new(), vec![direct, vip]) };
+    inv.namespaces.insert("ns".into(), [("team".to_owned(), "b".to_owned())].into());
+    let index = build_index(&inv, Timestamp::from_second(1_700_000_000).expect("a time"));
+    let answer = explain::answer(&inv, &index, &HolderKey::new("ns", "direct"), None);
+    let waits = answer.waits.unwrap_or_default();
+    assert!(waits.starts_with("NamespaceNotSelected: "), "{waits}");
+    assert!(waits.contains("team=a") && waits.contains("namespace ns"), "{waits}");
+    let answer = explain::answer(&inv, &index, &HolderKey::new("ns", "vip"), None);
+    let verdict = &answer.candidates.first().expect("the labelled global pool").verdict;
+    assert!(verdict.starts_with("passed over: its spec.namespaceSelector (team=a)"), "{verdict}");
+
+    inv.namespaces.insert("ns".into(), [("team".to_owned(), "a".to_owned())].into());
+    let index = build_index(&inv, Timestamp::from_second(1_700_000_000).expect("a time"));
+    let answer = explain::answer(&inv, &index, &HolderKey::new("ns", "direct"), None);
+    assert!(answer.waits.as_deref().is_some_and(|w| w.contains("hands it 10.9.0.1")), "{answer:?}");
+}

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use crate::api::capi::cluster_name;
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
 use crate::api::conditions::ClaimReason;
-use crate::contract::{ClusterState, Gate, Target, belongs_to, gate, reason_of, request_of};
+use crate::contract::{Admission, ClusterState, Gate, Target, admission, belongs_to, gate, reason_of, request_of};
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::selection::Purpose;
 
@@ -133,13 +133,37 @@ fn known_pool(target: &Target, address: Option<&IPAddress>) -> Option<PoolKey> {
     }
 }
 
+/// The claim has no `IPAddress` and its pool is a global one: does the pool's namespace
+/// selector leave the claim's namespace out? (`namespaces`: every Namespace's labels.)
+fn not_admitted(
+    index: &Index,
+    key: &PoolKey,
+    holder: &HolderKey,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<Decision> {
+    let facts = index.pool_facts(key)?;
+    match admission(key, &facts, &holder.namespace, namespaces.get(&*holder.namespace)) {
+        Admission::Admitted => None,
+        Admission::NotSelected(why) => {
+            Some(wait(holder, Some(key), ClaimReason::NamespaceNotSelected.as_str(), format!("{key}: {why}")))
+        }
+        Admission::Unknown => Some(wait(
+            holder,
+            Some(key),
+            HELD,
+            format!("{key} has a namespaceSelector and namespace {} was not listed", holder.namespace),
+        )),
+    }
+}
+
 fn decide_one(
     index: &Index,
     claim: &IPAddressClaim,
     target: &Target,
     address: Option<&IPAddress>,
-    clusters: Option<&Named<'_, Cluster>>,
+    inventory: (Option<&Named<'_, Cluster>>, &BTreeMap<String, BTreeMap<String, String>>),
 ) -> Decision {
+    let (clusters, namespaces) = inventory;
     let holder = HolderKey::new(&claim.namespace().unwrap_or_default(), &claim.name_any());
     let known = known_pool(target, address);
     let facts = known.as_ref().and_then(|key| index.pool_facts(key));
@@ -166,7 +190,9 @@ fn decide_one(
         (None, _) => wait(&holder, Some(&key), not_ready, format!("{key} not found")),
         (Some(f), _) if f.deleting => wait(&holder, Some(&key), not_ready, format!("{key} is being deleted")),
         (Some(_), Some(address)) => adopt(index, claim, address, &key, &holder),
-        (Some(_), None) => allocate(index, claim, &key, &holder),
+        (Some(_), None) => {
+            not_admitted(index, &key, &holder, namespaces).unwrap_or_else(|| allocate(index, claim, &key, &holder))
+        }
     }
 }
 
@@ -190,7 +216,9 @@ pub(crate) fn decide(index: &Index, inventory: &Inventory) -> Outcome {
     });
     let decisions = ours
         .into_iter()
-        .map(|(claim, target, address)| decide_one(index, claim, &target, address, clusters.as_ref()))
+        .map(|(claim, target, address)| {
+            decide_one(index, claim, &target, address, (clusters.as_ref(), &inventory.namespaces))
+        })
         .collect();
     let unclaimed = inventory
         .addresses

@@ -1,6 +1,9 @@
 //! Reads what preflight looks at from a live cluster: list calls only, nothing is written.
 
+use std::collections::BTreeMap;
+
 use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
@@ -31,6 +34,9 @@ pub struct Inventory {
     pub clusters: Option<Vec<Cluster>>,
     pub prefix_pools: PrefixPools,
     pub unreadable: Vec<Unreadable>,
+    /// The labels of every Namespace, by name; listed only when a global pool has a
+    /// `namespaceSelector` (empty otherwise).
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 #[cfg(test)]
@@ -48,6 +54,7 @@ impl Inventory {
             clusters: None,
             prefix_pools: PrefixPools::default(),
             unreadable: Vec::new(),
+            namespaces: BTreeMap::new(),
         }
     }
 }
@@ -103,10 +110,15 @@ fn typed<K: DeserializeOwned>(
 fn explain(error: kube::Error, resource: &ApiResource) -> anyhow::Error {
     let what = format!("listing {} ({}/{})", resource.plural, resource.group, resource.version);
     match &error {
-        kube::Error::Api(status) if status.code == 403 => anyhow::Error::new(error).context(format!(
-            "{what}: forbidden; preflight needs get/list on {}.{} in all namespaces",
-            resource.plural, resource.group
-        )),
+        kube::Error::Api(status) if status.code == 403 => {
+            let name = if resource.group.is_empty() {
+                resource.plural.clone()
+            } else {
+                format!("{}.{}", resource.plural, resource.group)
+            };
+            anyhow::Error::new(error)
+                .context(format!("{what}: forbidden; preflight needs get/list on {name} in all namespaces"))
+        }
         kube::Error::Api(status) if status.code == 404 => anyhow::Error::new(error)
             .context(format!("{what}: the API server does not serve it; install the CRD of {}", resource.kind)),
         _ => anyhow::Error::new(error).context(what),
@@ -175,6 +187,9 @@ pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
         None => None,
     };
     let prefixes = prefix_pools(client, &mut unreadable).await?;
+    let selectors = global_pools.iter().any(|p: &GlobalInClusterIPPool| p.spec.namespace_selector.is_some())
+        || prefixes.global.iter().any(|p| p.spec.namespace_selector.is_some());
+    let namespaces = if selectors { namespace_labels(client).await? } else { BTreeMap::new() };
     Ok(Inventory {
         capi: served.ipam,
         in_cluster_pools,
@@ -186,5 +201,13 @@ pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
         clusters,
         prefix_pools: prefixes.counted,
         unreadable,
+        namespaces,
     })
+}
+
+/// The labels of every Namespace, for the selectors of global pools.
+async fn namespace_labels(client: &Client) -> anyhow::Result<BTreeMap<String, BTreeMap<String, String>>> {
+    let resource = ApiResource::erase::<Namespace>(&());
+    let objects = list_all(client, &resource).await.map_err(|error| explain(error, &resource))?;
+    Ok(objects.into_iter().map(|n| (n.name_any(), n.metadata.labels.unwrap_or_default())).collect())
 }

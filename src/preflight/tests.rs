@@ -344,3 +344,26 @@ fn a_reserved_address_another_claim_holds_is_reported_and_its_claim_waits() {
     let waiting = f.waiting.iter().find(|w| w.claim == "ns/vm-0").expect("vm-0 waits");
     assert!(waiting.message.contains("reserved for this claim"), "{}", waiting.message);
 }
+
+#[test]
+fn a_claim_of_a_namespace_a_global_pools_selector_leaves_out_waits_with_its_reason() {
+    let global: GlobalInClusterIPPool = serde_json::from_value(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "GlobalInClusterIPPool",
+        "metadata": {"name": "g", "finalizers": ["ipam.cluster.x-k8s.io/ProtectPool"]},
+        "spec": {"addresses": ["10.8.0.1-10.8.0.5"], "prefix": 24,
+                 "namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Exists"}]}},
+    }))
+    .expect("a global pool");
+    let mut c = claim("c", "g");
+    c.spec.pool_ref.kind = "GlobalInClusterIPPool".into();
+    let mut inv = Inventory { global_pools: vec![global], ..inventory(vec![], vec![], vec![c]) };
+    let waiting = |inv: &Inventory| findings(inv).waiting.into_iter().find(|w| w.claim == "ns/c");
+    let unlisted = waiting(&inv).expect("waits while its namespace is unknown");
+    assert_eq!(unlisted.reason, "Held", "never refused for a namespace not listed");
+    inv.namespaces.insert("ns".into(), Default::default());
+    let refused = waiting(&inv).expect("waits");
+    assert_eq!(refused.reason, "NamespaceNotSelected");
+    assert!(refused.message.starts_with("GlobalInClusterIPPool g: "), "{}", refused.message);
+    inv.namespaces.insert("ns".into(), [("team".to_owned(), "x".to_owned())].into());
+    assert!(waiting(&inv).is_none(), "served once the namespace is labelled");
+}

@@ -185,6 +185,22 @@ mod tests {
     }
 
     #[test]
+    fn the_claims_of_one_namespace_are_found_together() {
+        let store = ClaimStore::default();
+        let mut elsewhere = claim("b");
+        elsewhere.metadata.namespace = Some("elsewhere".to_owned());
+        let Change::Applied(a) = store.apply(&Event::Apply(claim("a"))) else { panic!("applied") };
+        let Change::Applied(b) = store.apply(&Event::Apply(elsewhere)) else { panic!("applied") };
+        let Change::Applied(c) = store.apply(&Event::Apply(claim("c"))) else { panic!("applied") };
+        let ns = claim("a").metadata.namespace.unwrap_or_default();
+        let mut found = store.ids_in(&ns);
+        found.sort_unstable();
+        assert_eq!(found, [a, c]);
+        assert_eq!(store.ids_in("elsewhere"), [b]);
+        assert!(store.ids_in("nobody").is_empty());
+    }
+
+    #[test]
     fn many_claims_are_each_found_again() {
         let store = ClaimStore::default();
         let ns = claim("a").metadata.namespace.unwrap_or_default();
