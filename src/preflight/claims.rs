@@ -156,14 +156,21 @@ fn not_admitted(
     }
 }
 
+/// What a decision reads besides the claim and its `IPAddress`: the Clusters (None when the API
+/// server serves none) and every Namespace's labels.
+struct Around<'a> {
+    clusters: Option<&'a Named<'a, Cluster>>,
+    namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+}
+
 fn decide_one(
     index: &Index,
     claim: &IPAddressClaim,
     target: &Target,
     address: Option<&IPAddress>,
-    inventory: (Option<&Named<'_, Cluster>>, &BTreeMap<String, BTreeMap<String, String>>),
+    around: &Around<'_>,
 ) -> Decision {
-    let (clusters, namespaces) = inventory;
+    let (clusters, namespaces) = (around.clusters, around.namespaces);
     let holder = HolderKey::new(&claim.namespace().unwrap_or_default(), &claim.name_any());
     let known = known_pool(target, address);
     let facts = known.as_ref().and_then(|key| index.pool_facts(key));
@@ -201,6 +208,7 @@ fn decide_one(
 pub(crate) fn decide(index: &Index, inventory: &Inventory) -> Outcome {
     let addresses = by_name(&inventory.addresses);
     let clusters = inventory.clusters.as_deref().map(by_name);
+    let around = Around { clusters: clusters.as_ref(), namespaces: &inventory.namespaces };
     let claim_names: BTreeSet<(String, String)> = by_name(&inventory.claims).into_keys().collect();
     let mut ours: Vec<(&IPAddressClaim, Target, Option<&IPAddress>)> = inventory
         .claims
@@ -214,12 +222,8 @@ pub(crate) fn decide(index: &Index, inventory: &Inventory) -> Outcome {
     ours.sort_by_key(|(claim, _, address)| {
         (address.is_none(), claim.metadata.creation_timestamp.clone().map(|t| t.0), object_name(*claim))
     });
-    let decisions = ours
-        .into_iter()
-        .map(|(claim, target, address)| {
-            decide_one(index, claim, &target, address, (clusters.as_ref(), &inventory.namespaces))
-        })
-        .collect();
+    let decisions =
+        ours.into_iter().map(|(claim, target, address)| decide_one(index, claim, &target, address, &around)).collect();
     let unclaimed = inventory
         .addresses
         .iter()
