@@ -163,11 +163,16 @@ fn with_kind(entry: &str) -> Result<(PoolKind, &str)> {
     }
 }
 
-/// A `BENCH_MANY_POOLS` entry: `[kind:]N`, N claims over N pools (one claim each); `0`: none.
-fn many_pools(entry: &str) -> Result<Option<Shape>> {
+/// A `BENCH_MANY_POOLS` entry: `[kind:]N`, N claims over one pool and then over N pools (one
+/// claim each), the pair whose CPU times many_pools.rs compares; `0`: none.
+fn many_pools(entry: &str) -> Result<Vec<Shape>> {
     let (kind, n) = with_kind(entry)?;
     let n: usize = parse_number(n).with_context(|| format!("BENCH_MANY_POOLS entry {entry:?}: [kind:]N"))?;
-    Ok((n > 0).then_some(Shape { kind, claims: n, pools: n, edits_per_second: 0 }))
+    let many = Shape { kind, claims: n, pools: n, edits_per_second: 0 };
+    Ok(match n {
+        0 => Vec::new(),
+        _ => vec![crate::many_pools::one_pool(&many), many],
+    })
 }
 
 /// A `BENCH_STORM` entry: `[kind:]CLAIMSxPOOLS@EDITS_PER_SECOND`; `0`: none.
@@ -350,8 +355,10 @@ mod tests {
             (3, 3, 10_000, 20_000, 500)
         );
         let shapes = c.shapes();
+        // The many-pools run's one-pool run is in the grid already (10,000 claims over 1 pool).
         assert_eq!(shapes.len(), 2 * 3 * 2 + 2);
         assert_eq!(shapes[0], shape(PoolKind::Addresses, 1000, 1, 0));
+        assert!(shapes[..12].contains(&shape(PoolKind::Addresses, 10_000, 1, 0)));
         assert_eq!(shapes[12], shape(PoolKind::Addresses, 10_000, 10_000, 0));
         assert_eq!(shapes[13], shape(PoolKind::Addresses, 10_000, 100, 20));
     }
@@ -379,7 +386,9 @@ mod tests {
         assert_eq!(
             c.shapes(),
             [
+                shape(PoolKind::Prefixes, 500, 1, 0),
                 shape(PoolKind::Prefixes, 500, 500, 0),
+                shape(PoolKind::Addresses, 2000, 1, 0),
                 shape(PoolKind::Addresses, 2000, 2000, 0),
                 shape(PoolKind::Addresses, 5000, 50, 10),
                 shape(PoolKind::Prefixes, 100, 2, 1),
@@ -409,7 +418,8 @@ mod tests {
             ("BENCH_STORM", "0"),
         ])
         .unwrap();
-        assert_eq!(c.shapes(), [shape(PoolKind::Addresses, 100, 100, 0)]);
+        // The many-pools run brings its one-pool run; the grid's 100 over 100 is not repeated.
+        assert_eq!(c.shapes(), [shape(PoolKind::Addresses, 100, 100, 0), shape(PoolKind::Addresses, 100, 1, 0)]);
     }
 
     #[test]

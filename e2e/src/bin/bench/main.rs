@@ -12,6 +12,7 @@ mod failures;
 mod floor;
 mod layout;
 mod list_floor;
+mod many_pools;
 mod measure;
 mod records;
 mod report;
@@ -92,5 +93,6 @@ async fn main() -> Result<()> {
     let report = report::write(&config, &bench)?;
     println!("{report}");
     eprintln!("bench: results in {}", config.out_dir.display());
-    failures::verdict(&bench.failures)
+    failures::verdict(&bench.failures)?;
+    many_pools::verdict(&many_pools::ratios(&bench.runs))
 }

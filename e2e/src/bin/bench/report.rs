@@ -43,7 +43,7 @@ pub fn total(requests: &BTreeMap<String, f64>) -> f64 {
     requests.values().fold(0.0, |sum, n| sum + n)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => f64::NAN,
@@ -220,6 +220,7 @@ pub fn markdown(bench: &Bench) -> String {
             }
         }
     }
+    out.push_str(&crate::many_pools::markdown(&crate::many_pools::ratios(results)));
     // Requests by verb: the largest plain configuration of each kind, and every configuration
     // with many pools or a storm.
     let mut detailed: Vec<Shape> = Vec::new();
