@@ -4,9 +4,10 @@
 #   e2e/tools/lanes.sh NAME=TARGETS... [NAME=TARGETS...]
 #   e2e/tools/lanes.sh node="test-node" plane="e2e test-faults"
 #
-# A lane's output goes to target/lanes/NAME.log, printed whole when the lane ends, so two lanes'
-# lines never interleave; while they run, one line a minute says which are still going. The
-# exit status is 1 when any lane failed, and each failed lane is named at the end.
+# A lane runs all its targets even when one fails (make --keep-going), so one failure does not
+# hide the others. Its output goes to target/lanes/NAME.log, printed whole when the lane ends, so
+# two lanes' lines never interleave; while they run, one line a minute says which are still
+# going. The exit status is 1 when any lane failed, and each failed lane is named at the end.
 # LANES_SERIAL=1 runs the same lanes one after another (to tell a flake of running side by side
 # from a plain failure).
 set -euo pipefail
@@ -24,7 +25,7 @@ declare -A started status
 run_lane() {
   local name=$1 targets=$2
   # shellcheck disable=SC2086 # TARGETS is a list of make targets
-  LANE=$name $make --no-print-directory -C "$root" $targets >"$logs/$name.log" 2>&1
+  LANE=$name $make --keep-going --no-print-directory -C "$root" $targets >"$logs/$name.log" 2>&1
 }
 
 report() {

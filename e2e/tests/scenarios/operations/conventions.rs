@@ -14,7 +14,7 @@ const PROVIDER_LABEL: &str = "ipam-ferro-ipam";
 #[test]
 fn every_component_carries_clusterctls_provider_label() {
     let plane = ControlPlane::shared();
-    for dir in ["", "with-monitoring", "clusterctl"] {
+    for dir in ["", "with-monitoring", "clusterctl", "single-namespace"] {
         let objects = kustomize(plane, &deploy(dir));
         assert!(objects.len() > 10, "deploy/{dir} builds {} objects", objects.len());
         for object in &objects {
