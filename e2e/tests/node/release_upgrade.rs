@@ -143,8 +143,12 @@ async fn bind_claims(scope: &Scope, count: usize) {
     panic!("{ready} of {total} claims bound within {ROLLOUT:?}");
 }
 
+/// A server-side apply that takes over the fields other managers wrote, as
+/// docs/upgrade-and-uninstall.md tells users to upgrade: the CRDs may have been written by
+/// `kubectl replace` (the migration runbook), Helm or clusterctl, and a schema that changes between
+/// releases is a conflict with them.
 fn apply(file: &std::path::Path) {
-    kubectl(&["apply", "--server-side", "-f", &file.to_string_lossy()]);
+    kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &file.to_string_lossy()]);
 }
 
 async fn kubectl_path(scope: &Scope) {
