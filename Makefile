@@ -10,12 +10,14 @@ E2E_THREADS ?= 4
 FAULT_THREADS ?= 2
 
 # $(call timed,NAME,COMMAND): runs COMMAND and says how long it took, and appends that to
-# STAGE_TIMES (with the lane it ran in: e2e/tools/lanes.sh sets LANE), which `make test` prints
-# as a table at its end.
+# STAGE_TIMES (with the lane it ran in: e2e/tools/lanes.sh sets LANE; a failed stage too, marked
+# so), which `make test` prints as a table at its end.
 STAGE_TIMES := $(CURDIR)/target/stage-times.tsv
 define timed
-	@echo "==> $(1)"; s=$$(date +%s); $(2); t=$$(( $$(date +%s) - s )); echo "==> $(1): done in $${t}s"; \
-	  mkdir -p $(dir $(STAGE_TIMES)) && printf '%s\t%s\t%s\n' "$${LANE:-main}" "$(1)" "$$t" >>$(STAGE_TIMES)
+	@echo "==> $(1)"; s=$$(date +%s); rc=0; ( $(2) ) || rc=$$?; t=$$(( $$(date +%s) - s )); \
+	  if [ $$rc = 0 ]; then outcome=done; else outcome=FAILED; fi; echo "==> $(1): $$outcome in $${t}s"; \
+	  mkdir -p $(dir $(STAGE_TIMES)) && printf '%s\t%s\t%s\n' "$${LANE:-main}" "$(1)$$([ $$rc = 0 ] || echo ' (FAILED)')" "$$t" >>$(STAGE_TIMES); \
+	  exit $$rc
 endef
 
 .PHONY: help
