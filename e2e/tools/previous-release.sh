@@ -12,8 +12,9 @@
 # file tests/version_in_step.rs ties to Cargo.toml; committed there (at the commit's own time, so
 # its dist.sh sees a clean tree and the same SOURCE_DATE_EPOCH); `cargo build --release --locked`
 # in a target directory of its own; its dist.sh. The checkout and its target are removed after.
-# The shared target's release dependencies (CARGO_TARGET_DIR's, if built) seed that target: cargo
-# reuses those whose fingerprints match and builds the rest. FERRO_IPAM_REBUILD=1 forces a rebuild.
+# Nothing of this checkout's target is reused: `make release` builds with RUSTFLAGS that name
+# this checkout's paths (deploy/dist/release-build.sh), so no fingerprint of it would match.
+# FERRO_IPAM_REBUILD=1 forces a rebuild.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -82,15 +83,8 @@ commit_source() {
     -c user.email=ferro-ipam@localhost commit -q -m "ferro-ipam $version (from $commit)"
 }
 
-# The release binary, in its own target; seeded from the shared target's release dependencies.
+# The release binary, in its own target.
 build_binary() {
-  local seed=${CARGO_TARGET_DIR:-$root/target}/release
-  mkdir -p "$work/target/release"
-  if [ -d "$seed/deps" ]; then
-    log "seeding its target with $seed's dependencies"
-    # Their times kept: cargo rebuilds what is older than what it was built from.
-    cp -a "$seed/deps" "$seed/build" "$seed/.fingerprint" "$work/target/release/"
-  fi
   log "cargo build --release --locked (its own target) ..."
   (cd "$source" && CARGO_TARGET_DIR=$work/target cargo build --release --locked --bin ferro-ipam) >&2 ||
     die "cargo build of $commit failed"
