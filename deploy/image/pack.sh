@@ -39,10 +39,19 @@ trap cleanup EXIT
 
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -C "$rootfs" -cf "$work/layer.tar" .
 
-port=$((20000 + RANDOM % 20000))
-"$crane" registry serve --address "127.0.0.1:$port" >"$work/registry.log" 2>&1 &
+# The registry binds a port the kernel picks (no collision with another run or another
+# server on this machine) and names it in its first log line; a loaded machine may take seconds.
+"$crane" registry serve --address 127.0.0.1:0 >"$work/registry.log" 2>&1 &
 registry_pid=$!
-for _ in $(seq 50); do
+port=
+for _ in $(seq 300); do
+  port=$(sed -n 's/.*serving on port \([0-9]*\).*/\1/p' "$work/registry.log" | head -1)
+  [ -z "$port" ] || break
+  kill -0 "$registry_pid" 2>/dev/null || die "crane's registry exited: $(cat "$work/registry.log")"
+  sleep 0.1
+done
+[ -n "$port" ] || die "crane's registry named no port within 30 s: $(cat "$work/registry.log")"
+for _ in $(seq 300); do
   "$crane" catalog "127.0.0.1:$port" --insecure >/dev/null 2>&1 && break
   sleep 0.1
 done
