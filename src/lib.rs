@@ -6,7 +6,9 @@
 //! - `contract`: the CAPI IPAM contract's rules for one claim, pure; the claim controller,
 //!   preflight and `explain` all apply them.
 //! - `feed`: how `IPAddress` and pool objects, from a watch or a listing, fill the index.
-//! - `controller`: the claim and pool controllers and their wiring.
+//! - `store`: what the watches keep (claims, `IPAddress`es, Clusters, Namespaces) as compact
+//!   records, the claim work queue, and the watch streams that fill them.
+//! - `controller`: the claim, pool and VIP controllers, their context and their wiring.
 //! - `client`: the Kubernetes client with its write fence, timeouts and server clock; API
 //!   discovery, the infrastructure provider of a claim, and what an API error means.
 //! - `selection`: which labelled pools serve a purpose claim, in order.
@@ -16,11 +18,21 @@
 //! - `other_provider`: another IPAM provider's Lease, held and renewed, stops allocation.
 //! - `lease`: how a Lease record is judged (held, expired, free) and written; leader election
 //!   and `other_provider` both read Leases this way.
-//! - `intern`: strings shared by the compact records of the claim store and the address cache.
+//! - `intern`: strings shared by the compact records of the store and by the index's holder
+//!   keys; a leaf below the index, which is why it is not inside `store`.
 //! - [`run`], [`cli`], `health`, `sync`: the process.
 //!
-//! Layers point one way: `allocator` <- `index` <- `contract`, `feed` <- `controller`,
-//! `preflight`, `inspect` <- `run`. `preflight` and `inspect` import nothing of the controllers.
+//! Layers point one way; each imports only the layers before it:
+//!
+//! 1. `allocator`;
+//! 2. `index`;
+//! 3. `store` and `feed`;
+//! 4. `contract`;
+//! 5. `controller` (and beside it, reading the layers below but not the controllers,
+//!    `preflight` and `inspect`);
+//! 6. `run`.
+//!
+//! `api`, `client`, `intern`, `sync`, `heap` and `metrics` are leaves any layer may use.
 //!
 //! # Glossary
 //!
@@ -67,4 +79,5 @@ pub(crate) mod other_provider;
 pub mod preflight;
 pub mod run;
 pub(crate) mod selection;
+pub(crate) mod store;
 pub(crate) mod sync;

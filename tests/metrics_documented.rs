@@ -79,7 +79,7 @@ fn the_work_queue_is_described_as_the_code_has_it() {
         assert!(exported.iter().any(|(name, _)| name == instead), "{instead} is not exported");
     }
     // Claims go through ferro-ipam's own queue; pools and Clusters through kube-rs's runner.
-    assert!(read("src/controller/wiring/claims.rs").contains("claim_store::{Change, ClaimStore, WorkQueue}"));
+    assert!(read("src/controller/wiring/claims.rs").contains("store::claims::{Change, ClaimStore, WorkQueue}"));
     assert!(paragraph.contains("Claims go through ferro-ipam's own work queue"), "{paragraph}");
     for runner in ["src/controller/wiring/pools.rs", "src/controller/wiring/clusters.rs"] {
         assert!(read(runner).contains("Controller::for_stream"), "{runner} no longer runs on kube-rs's controller");

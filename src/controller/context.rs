@@ -19,13 +19,13 @@ use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::misconfig::Misconfig;
 
-use super::address_cache::AddressCache;
-use super::claim_store::ClaimStore;
 use super::latency::Latency;
-use super::namespaces::NamespaceLabels;
 use super::own_writes::OwnWrites;
 use super::write_throttle::WriteThrottle;
 use crate::client::providers::Providers;
+use crate::store::addresses::AddressCache;
+use crate::store::claims::ClaimStore;
+use crate::store::namespaces::NamespaceLabels;
 
 /// Shared state of the controllers.
 pub struct Context {

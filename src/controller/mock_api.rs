@@ -22,11 +22,11 @@ use crate::client::{Fence, ServerClock};
 use crate::index::Index;
 use crate::metrics::Metrics;
 
-use super::address_cache::{AddressCache, AddressCacheWriter};
-use super::claim_store::ClaimStore;
 use super::context::{Caches, Context, Kube, Report, Writes};
 use super::latency::Latency;
 use super::write_throttle::WriteThrottle;
+use crate::store::addresses::{AddressCache, AddressCacheWriter};
+use crate::store::claims::ClaimStore;
 use crate::sync::lock;
 
 type BodyCheck = Box<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;

@@ -1,24 +1,17 @@
-//! The controllers: claims, pools, and the watches that feed the index.
+//! The controllers: claims, pools and VIPs, their shared context, and their wiring to the
+//! watches. What the watches keep lives in `crate::store`.
 
-pub mod address_cache;
-mod by_cluster;
 pub mod claim;
-pub mod claim_store;
 pub mod cluster_vip;
-mod compact;
 pub mod context;
 pub mod error;
 pub mod finalizers;
-mod keyed;
 pub mod latency;
-mod lean;
 #[cfg(test)]
 pub(crate) mod mock_api;
-pub mod namespaces;
 pub mod own_writes;
 pub mod pool;
 mod triggers;
-pub(crate) mod watches;
 pub mod wiring;
 pub mod write_throttle;
 

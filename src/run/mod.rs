@@ -211,7 +211,7 @@ async fn lead(
         // their writes.
         metrics.stand_by();
         health.forget_watches();
-        controllers.misconfig.forget(|object| object.starts_with(crate::controller::watches::WATCH_PREFIX));
+        controllers.misconfig.forget(|object| object.starts_with(crate::store::watches::WATCH_PREFIX));
         warn!(
             term,
             "standing by: the term ended (the lease was lost or another IPAM provider is active), its index is dropped"

@@ -1,7 +1,7 @@
 //! Step 5 of the contract, a deleted claim gives its address back; and the claim that was gone
 //! before its status could name its new address (client required).
 
-use crate::controller::claim_store::Action;
+use crate::store::claims::Action;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tracing::{debug, info};

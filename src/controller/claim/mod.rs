@@ -10,6 +10,20 @@
 //! - `next`: maps each outcome to the wake-up and the requeue it needs, and is the one place a
 //!   claim signs up to be woken (no client required);
 //! - `writes`, `deletion`: the API calls (client required).
+//!
+//! A new claim's path, from its watch event to its `IPAddress` create, runs through these
+//! files of ferro-ipam's own, in order (the pure layers it calls, `index` and `contract`, and
+//! the client, not counted):
+//! 1. `store/watches.rs`: the watch stream, its retries and read-ahead;
+//! 2. `store/lean.rs`: the event's object parsed lean;
+//! 3. `controller/wiring/claims.rs`: the event applied to the store, the claim queued, and
+//!    later taken by a worker;
+//! 4. `store/claims/store.rs` and 5. `store/claims/record.rs`: the claim kept as a compact
+//!    record, and read back as an object for the reconcile;
+//! 6. `store/claims/queue.rs`: the work queue;
+//! 7. `controller/wiring/support.rs`: the reconcile counted and timed;
+//! 8. `controller/claim/mod.rs` (this file): the steps;
+//! 9. `loaded.rs`; 10. `controller/finalizers.rs`; 11. `holds.rs`; 12. `writes.rs`.
 
 #[cfg(test)]
 mod api_tests;
@@ -27,7 +41,7 @@ mod writes;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::controller::claim_store::Action;
+use crate::store::claims::Action;
 use tracing::debug;
 
 use crate::api::capi::IPAddressClaim;

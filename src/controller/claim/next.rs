@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::controller::claim_store::Action;
+use crate::store::claims::Action;
 
 use crate::api::conditions::ClaimReason;
 use crate::contract::Target;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::controller::claim_store::Action;
+use crate::store::claims::Action;
 
 use super::loaded::Loaded;
 use super::next::{Outcome, RECHECK, SHORTLY, Unfulfilled, Wake, after, plan};

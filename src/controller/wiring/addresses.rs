@@ -8,14 +8,14 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::capi::{AddressSpec, NoStatus};
-use crate::controller::lean::{Lean, unwrap_event};
 use crate::index::Index;
+use crate::store::lean::{Lean, unwrap_event};
 
 use super::Term;
 use super::support::drain;
-use crate::controller::address_cache::AddressCache;
-use crate::controller::watches::{READ_AHEAD, WatchBackoff, read_ahead, relisting, watched};
 use crate::feed::AddressFeed;
+use crate::store::addresses::AddressCache;
+use crate::store::watches::{READ_AHEAD, WatchBackoff, read_ahead, relisting, watched};
 
 use super::readiness::FirstListing;
 

@@ -1,5 +1,5 @@
 //! The claim watch and the claim controller, on ferro-ipam's own claim store and work queue
-//! (`controller::claim_store`).
+//! (`store::claims`).
 //!
 //! Every event of the watch updates the store; a created or changed claim is queued urgently.
 //! At the end of a listing (the first one, or one after the watch failed) and when a Cluster
@@ -21,15 +21,15 @@ use tokio::sync::{mpsc, watch as signal};
 use tracing::Instrument;
 
 use crate::api::capi::{ClaimSpec, ClaimStatus, IPAddressClaim};
-use crate::controller::lean::{Lean, unwrap_event};
+use crate::store::lean::{Lean, unwrap_event};
 
 use super::Term;
 use super::support::{instrumented, retry_after};
-use crate::controller::by_cluster::ClaimsByCluster;
 use crate::controller::claim;
-use crate::controller::claim_store::{Change, ClaimStore, WorkQueue};
 use crate::controller::context::Context;
-use crate::controller::watches::{READ_AHEAD, WatchBackoff, read_ahead, watched};
+use crate::store::by_cluster::ClaimsByCluster;
+use crate::store::claims::{Change, ClaimStore, WorkQueue};
+use crate::store::watches::{READ_AHEAD, WatchBackoff, read_ahead, watched};
 
 /// Settled claims verified per second in the background, once no urgent work is queued.
 const VERIFIED_PER_SECOND: u32 = 500;

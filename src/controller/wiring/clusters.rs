@@ -18,11 +18,12 @@ use crate::api::capi::{Cluster, IPAddressClaim};
 
 use super::Term;
 use super::claims::ClaimWatch;
-use super::support::{drain, error_policy, instrumented, lean_object, store_with};
+use super::support::{drain, error_policy, instrumented};
 use crate::controller::cluster_vip;
 use crate::controller::context::Context;
 use crate::controller::triggers;
-use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
+use crate::store::lean::{lean_object, store_with};
+use crate::store::watches::{NoExtraBackoff, WatchBackoff, watched};
 
 /// The Cluster watch, before its controller starts.
 pub struct ClusterWatch {

@@ -27,13 +27,13 @@ use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::misconfig::Misconfig;
 
-use super::address_cache::AddressCache;
 use super::context::{Caches, Context, Kube, Report, Writes};
 use super::latency::Latency;
-use super::namespaces::NamespaceLabels;
 use super::own_writes::OwnWrites;
 use super::write_throttle::WriteThrottle;
 use crate::client::discovery::CapiVersions;
+use crate::store::addresses::AddressCache;
+use crate::store::namespaces::NamespaceLabels;
 use readiness::ReadinessGate;
 
 pub use settings::{Listing, Settings};

@@ -13,9 +13,10 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use super::Term;
 use super::claims::ClaimWatch;
 use super::readiness::FirstListing;
-use super::support::{drain, lean};
-use crate::controller::namespaces::NamespaceLabels;
-use crate::controller::watches::{WatchBackoff, watched};
+use super::support::drain;
+use crate::store::lean::lean;
+use crate::store::namespaces::NamespaceLabels;
+use crate::store::watches::{WatchBackoff, watched};
 
 /// The labels of every Namespace, and the watch that keeps them. `listed` reports the end of the
 /// first listing; a later listing (after the watch failed) may have missed a relabelling, so

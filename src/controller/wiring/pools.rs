@@ -15,13 +15,14 @@ use crate::index::Index;
 
 use super::Term;
 use super::readiness::FirstListing;
-use super::support::{drain, error_policy, instrumented, lean};
+use super::support::{drain, error_policy, instrumented};
 use crate::controller::context::Context;
 use crate::controller::pool;
 use crate::controller::triggers;
-use crate::controller::watches::{NoExtraBackoff, WatchBackoff, watched};
 use crate::feed::PoolFeed;
 use crate::feed::PoolObject;
+use crate::store::lean::lean;
+use crate::store::watches::{NoExtraBackoff, WatchBackoff, watched};
 
 /// What every pool controller of a term shares.
 pub struct PoolControllers<'a, S> {

@@ -16,7 +16,7 @@
 //! and `creationTimestamp`, which cost little and keep the object recognisable in a log.
 //!
 //! Not kept, because nothing reads them from the cache: `apiVersion` and `kind`, `managedFields`
-//! and `selfLink` (which the lean parse, `controller::lean`, never reads),
+//! and `selfLink` (which the lean parse, `store::lean`, never reads),
 //! `generateName`, `deletionGracePeriodSeconds` and `status` (an `IPAddress` has none). The
 //! namespace and the name are the cache's keys, so the record holds neither.
 
@@ -27,8 +27,8 @@ use std::sync::{LazyLock, Mutex};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::api::capi::{AddressSpec, IPAddress, LocalReference, PoolReference};
-use crate::controller::compact::{Kept, Stamp, Uid, Verbatim, uuid_bytes, uuid_text, version_number};
 use crate::intern::{self, Interned, Shared, Table};
+use crate::store::compact::{Kept, Stamp, Uid, Verbatim, uuid_bytes, uuid_text, version_number};
 
 /// `spec.address` or `spec.gateway`: the address when the text is its canonical spelling
 /// (`10.0.0.1`, `fd00::1`), else the text as it came (`010.0.0.1`, `FD00::1`).

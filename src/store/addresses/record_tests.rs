@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::controller::compact::parse_uuid;
-use crate::controller::wiring::support::lean_object;
+use crate::store::compact::parse_uuid;
+use crate::store::lean::lean_object;
 
 /// An `IPAddress` as served, made lean as the watch makes every object before the cache.
 fn served(object: Value) -> IPAddress {

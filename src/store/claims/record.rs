@@ -1,7 +1,7 @@
 //! A claim as the claim store keeps it: the fields the claim path reads, in a compact form.
 //!
 //! Kept: the namespace and name, uid, `resourceVersion`, generation, creation and deletion
-//! times, labels, the annotations [`lean`](crate::controller::wiring) keeps, finalizers, owner
+//! times, labels, the annotations [`lean`](crate::store::lean::lean) keeps, finalizers, owner
 //! references, `spec.poolRef`, `spec.clusterName`, and `status` (its `addressRef` and every
 //! condition whole, which the claim's status write compares with). Dropped: everything else of
 //! the metadata (`managedFields`, `generateName`, ...), which no step of the claim path reads.
@@ -27,8 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use smallvec::SmallVec;
 
 use crate::api::capi::{ClaimSpec, ClaimStatus, Condition, IPAddressClaim, LocalReference, PoolReference};
-use crate::controller::compact::{Kept, Stamp, TimeText, Uid, uuid_bytes, uuid_text, version_number};
 use crate::intern::{self, Interned, Shared, Table};
+use crate::store::compact::{Kept, Stamp, TimeText, Uid, uuid_bytes, uuid_text, version_number};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Owner {
@@ -282,7 +282,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::controller::wiring::support::lean_object;
+    use crate::store::lean::lean_object;
 
     fn served(value: serde_json::Value) -> IPAddressClaim {
         let mut claim: IPAddressClaim = serde_json::from_value(value).expect("a claim parses");

@@ -17,8 +17,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use kube::runtime::watcher::Event;
 
 use crate::api::capi::IPAddress;
-use crate::controller::keyed::{Keyed, Named};
 use crate::intern::{self, Interned};
+use crate::store::keyed::{Keyed, Named};
 use crate::sync::{read, write};
 
 use record::Record;

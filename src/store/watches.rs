@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 use crate::health::Health;
 use crate::misconfig::{Misconfig, watch_problem};
 
-use super::error::describe;
+use crate::client::api_errors::describe;
 
 /// Retries of a failed watch: 250 ms, doubling up to 4 s, back to the start after a success.
 /// (kube's default goes up to 30 s and resets only after two quiet minutes, so after an API

@@ -9,7 +9,7 @@ use kube::runtime::watcher::Event;
 use super::bits::Bits;
 use super::record::ClaimRecord;
 use crate::api::capi::IPAddressClaim;
-use crate::controller::keyed::{Keyed, Named};
+use crate::store::keyed::{Keyed, Named};
 use crate::sync::{read, write};
 
 /// The reading side, cheap to clone.
