@@ -139,7 +139,9 @@ impl Verdict {
     /// The verdict on pool `key` for `loaded`, read from the index.
     pub fn read(key: PoolKey, loaded: &Loaded, ctx: &Context) -> Verdict {
         let (facts, spec) = (ctx.index.pool_facts(&key), ctx.index.pool_spec(&key));
-        let labels = ctx.namespace_labels(&loaded.holder.namespace);
+        // Only a global pool's namespace selector reads the Namespace's labels.
+        let selects = facts.as_ref().is_some_and(|f| f.namespace_selector.is_some() && key.kind.is_global());
+        let labels = selects.then(|| ctx.namespace_labels(&loaded.holder.namespace)).flatten();
         let asker = Asker {
             namespace: &loaded.holder.namespace,
             labels: labels.as_ref(),
