@@ -240,7 +240,9 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 
 # `make test` runs what needs no API server first, then two lanes side by side (e2e/tools/lanes.sh):
 # the node, and the suites on bare control planes of their own (separate processes, ports and
-# data directories). LANES_SERIAL=1 runs the two lanes one after the other.
+# data directories). LANES_SERIAL=1 runs the two lanes one after the other. rustc runs behind
+# sccache (e2e/tools/compile-cache.sh), so a clean clone compiles only what changed since the last
+# run; FERRO_IPAM_COMPILE_CACHE=0 turns it off.
 NODE_LANE := test-node
 PLANE_LANE := e2e test-docs test-contract-v1beta1 test-faults test-soak test-rebuild
 
@@ -248,10 +250,13 @@ PLANE_LANE := e2e test-docs test-contract-v1beta1 test-faults test-soak test-reb
 test: disk-space ## Everything CI runs: lint, unit and property tests, the book, reproducible dist/, e2e (both contracts), the docs' commands, fault injection, the soak, the node
 	@mkdir -p target && rm -f $(STAGE_TIMES)
 	@s=$$(date +%s); rc=0; \
+	  wrapper=$$(bash e2e/tools/compile-cache.sh start); \
+	  [ -z "$$wrapper" ] || export RUSTC_WRAPPER=$$wrapper; \
 	  $(MAKE) --no-print-directory lint unit docs test-dist test-prepare \
 	    && bash e2e/tools/lanes.sh node="$(NODE_LANE)" plane="$(PLANE_LANE)" || rc=$$?; \
 	  printf 'main\tmake test\t%s\n' $$(( $$(date +%s) - s )) >>$(STAGE_TIMES); \
 	  bash e2e/tools/stage-table.sh $(STAGE_TIMES); \
+	  [ -z "$$wrapper" ] || bash e2e/tools/compile-cache.sh stop; \
 	  exit $$rc
 
 # Everything both lanes build, built once before they start, so that they do not wait on each

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The release binary built a second time, from a copy of this tree in another directory with a
-# target directory of its own (nothing shared but the toolchain and Cargo's download cache), must
-# be the same bytes as the first: `make dist` then gives the same image digest and SHA256SUMS
-# wherever it runs (test-dist shows the rest of dist/ is a function of the binary).
+# target directory of its own and no compiler cache (nothing shared but the toolchain and
+# Cargo's download cache), must be the same bytes as the first: `make dist` then gives the same
+# image digest and SHA256SUMS wherever it runs (test-dist shows the rest of dist/ is a function
+# of the binary).
 #
 #   deploy/dist/rebuild-check.sh    (after `make release`)
 #
@@ -25,7 +26,8 @@ mkdir -p "$work/src"
   | while IFS= read -r -d '' file; do [ -e "$file" ] && printf '%s\0' "$file"; done \
   | tar --null -T - -cf -) | tar -xf - -C "$work/src"
 log "building a second time in $work/src (target $work/target)"
-CARGO_TARGET_DIR=$work/target bash "$work/src/deploy/dist/release-build.sh" --quiet --bin ferro-ipam
+# No compiler cache either: a cached object would make the second build a copy of the first.
+RUSTC_WRAPPER= CARGO_TARGET_DIR=$work/target bash "$work/src/deploy/dist/release-build.sh" --quiet --bin ferro-ipam
 second=$work/target/release/ferro-ipam
 
 a=$(sha256sum <"$first" | cut -d' ' -f1)
