@@ -5,9 +5,9 @@
 #   e2e/tools/lanes.sh node="test-node" plane="e2e test-faults"
 #
 # A lane runs all its targets even when one fails (make --keep-going), so one failure does not
-# hide the others. Its output goes to target/lanes/NAME.log, printed whole when the lane ends, so
-# two lanes' lines never interleave; while they run, one line a minute says which are still
-# going. The exit status is 1 when any lane failed, and each failed lane is named at the end.
+# hide the others. Its output goes to target/lanes/NAME.log, each line stamped with the time,
+# printed whole when the lane ends, so two lanes' lines never interleave; while they run, one
+# line a minute says which are still going. The exit status is 1 when any lane failed, and each failed lane is named at the end.
 # LANES_SERIAL=1 runs the same lanes one after another (to tell a flake of running side by side
 # from a plain failure).
 set -euo pipefail
@@ -22,10 +22,17 @@ make=${MAKE:-make}
 names=() pids=()
 declare -A started status
 
+# Each line of a lane's log starts with the time it was written (HH:MM:SS), so that the log
+# shows when each test ended and how long the one before took.
+stamp() {
+  local line
+  while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done
+}
+
 run_lane() {
   local name=$1 targets=$2
   # shellcheck disable=SC2086 # TARGETS is a list of make targets
-  LANE=$name $make --keep-going --no-print-directory -C "$root" $targets >"$logs/$name.log" 2>&1
+  LANE=$name $make --keep-going --no-print-directory -C "$root" $targets 2>&1 | stamp >"$logs/$name.log"
 }
 
 report() {
