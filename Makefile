@@ -250,13 +250,13 @@ PLANE_LANE := e2e test-docs test-contract-v1beta1 test-faults test-soak test-reb
 test: disk-space ## Everything CI runs: lint, unit and property tests, the book, reproducible dist/, e2e (both contracts), the docs' commands, fault injection, the soak, the node
 	@mkdir -p target && rm -f $(STAGE_TIMES)
 	@s=$$(date +%s); rc=0; \
-	  wrapper=$$(bash e2e/tools/compile-cache.sh start); \
-	  [ -z "$$wrapper" ] || export RUSTC_WRAPPER=$$wrapper; \
+	  cache=$$(bash e2e/tools/compile-cache.sh start); \
+	  [ -z "$$cache" ] || export $$cache; \
 	  $(MAKE) --no-print-directory lint unit docs test-dist test-prepare \
 	    && bash e2e/tools/lanes.sh node="$(NODE_LANE)" plane="$(PLANE_LANE)" || rc=$$?; \
 	  printf 'main\tmake test\t%s\n' $$(( $$(date +%s) - s )) >>$(STAGE_TIMES); \
 	  bash e2e/tools/stage-table.sh $(STAGE_TIMES); \
-	  [ -z "$$wrapper" ] || bash e2e/tools/compile-cache.sh stop; \
+	  [ -z "$$cache" ] || bash e2e/tools/compile-cache.sh stop; \
 	  exit $$rc
 
 # Everything both lanes build, built once before they start, so that they do not wait on each

