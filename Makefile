@@ -238,13 +238,13 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 	$(CARGO) build --locked --bin ferro-ipam-cluster -p ferro-ipam-e2e
 	./target/debug/ferro-ipam-cluster target/image/ferro-ipam-v$$($(CARGO) pkgid -p ferro-ipam | sed 's/.*[#@]//').tar
 
-# `make test` runs what needs no API server first, then two lanes side by side (e2e/tools/lanes.sh):
-# the node, and the suites on bare control planes of their own (separate processes, ports and
-# data directories). LANES_SERIAL=1 runs the two lanes one after the other. rustc runs behind
+# `make test` runs the linters and builds everything first, then two lanes side by side
+# (e2e/tools/lanes.sh): the node, and everything else (what needs no API server, then the suites
+# on bare control planes of their own: separate processes, ports and data directories). LANES_SERIAL=1 runs the two lanes one after the other. rustc runs behind
 # sccache (e2e/tools/compile-cache.sh), so a clean clone compiles only what changed since the last
 # run; FERRO_IPAM_COMPILE_CACHE=0 turns it off.
 NODE_LANE := test-node
-PLANE_LANE := e2e test-docs test-contract-v1beta1 test-faults test-soak test-rebuild
+PLANE_LANE := unit docs test-dist e2e test-docs test-contract-v1beta1 test-faults test-soak test-rebuild
 
 .PHONY: test
 test: disk-space ## Everything CI runs: lint, unit and property tests, the book, reproducible dist/, e2e (both contracts), the docs' commands, fault injection, the soak, the node
@@ -252,7 +252,7 @@ test: disk-space ## Everything CI runs: lint, unit and property tests, the book,
 	@s=$$(date +%s); rc=0; \
 	  cache=$$(bash e2e/tools/compile-cache.sh start); \
 	  [ -z "$$cache" ] || export $$cache; \
-	  $(MAKE) --no-print-directory lint unit docs test-dist test-prepare \
+	  $(MAKE) --no-print-directory lint test-prepare \
 	    && bash e2e/tools/lanes.sh node="$(NODE_LANE)" plane="$(PLANE_LANE)" || rc=$$?; \
 	  printf 'main\tmake test\t%s\n' $$(( $$(date +%s) - s )) >>$(STAGE_TIMES); \
 	  bash e2e/tools/stage-table.sh $(STAGE_TIMES); \
@@ -260,10 +260,14 @@ test: disk-space ## Everything CI runs: lint, unit and property tests, the book,
 	  exit $$rc
 
 # Everything both lanes build, built once before they start, so that they do not wait on each
-# other's builds (or race to fill the tool cache).
+# other's builds (Cargo builds one at a time in a target directory) or race to fill the tool
+# cache. The test binaries are built as the lanes' own commands build them, so that they find
+# them built.
 .PHONY: test-prepare
 test-prepare: tools install-tools node-tools faketime build release previous-dist
-	$(call timed,test binaries,$(CARGO) test --locked -p ferro-ipam-e2e --tests --no-run)
+	$(call timed,test binaries,$(CARGO) test --locked -p ferro-ipam --lib --bins --tests --no-run \
+	  && $(CARGO) test --locked -p heap-trim --no-run \
+	  && $(CARGO) test --locked -p ferro-ipam-e2e --lib --bins --tests --no-run)
 
 # A cold `make test` writes several GiB: the debug target alone is about 5 GiB without
 # incremental caches, then the release target, etcd's data and the node's images. A disk that
