@@ -88,7 +88,7 @@ build: toolchains ## Build the ferro-ipam binary (debug, as the tests and demo u
 
 .PHONY: release
 release: toolchains ## Build the ferro-ipam binary optimised, its bytes independent of the directory it is built in
-	CARGO=$(CARGO) bash deploy/dist/release-build.sh --bin ferro-ipam
+	$(call timed,release build,CARGO=$(CARGO) bash deploy/dist/release-build.sh --bin ferro-ipam)
 
 .PHONY: image
 image: release ## Build the OCI image target/image/ferro-ipam-<version>.tar with crane (no container engine)
