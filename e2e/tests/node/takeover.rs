@@ -228,8 +228,11 @@ impl Drop for Uncordon {
 
 #[tokio::test]
 async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_budget() {
+    let started = Instant::now();
+    let step = |what: &str| report(&format!("second eviction: {what} after {:.1}s", started.elapsed().as_secs_f64()));
     install_kustomize().unwrap_or_else(|e| panic!("{e:#}"));
-    let client = cluster().plane.client().await;
+    step("installed");
+    let client = cluster().plane.client_without_retries().await;
     let api: Api<Pod> = Api::namespaced(client, SYSTEM);
     let names: Vec<String> = super::ready_controller_pods().iter().map(pod_name).collect();
     assert_eq!(names.len(), 2);
@@ -240,6 +243,7 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
         "the PodDisruptionBudget never counted two healthy pods allowing one disruption: {}",
         budget()["status"]
     );
+    step("the budget counted two pods");
     // As `kubectl drain` does: the node cordoned first, so that the evicted pod's replacement
     // cannot start and one pod stays down (on a schedulable node it is back within seconds,
     // and the budget rightly allows the next eviction).
@@ -266,9 +270,11 @@ async fn a_second_eviction_while_one_pod_is_down_is_refused_by_the_disruption_bu
                 .collect::<Vec<_>>()
         ),
     }
+    step("the second eviction refused");
     drop(_uncordon);
     replace_pending_controller_pods();
     wait_ready_pods(2, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e:#}"));
+    step("two pods Ready again");
 }
 
 /// The node's name (the cluster has one).
