@@ -240,9 +240,10 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 
 # `make test` runs the linters and builds everything first, then two lanes side by side
 # (e2e/tools/lanes.sh): the node, and everything else (what needs no API server, then the suites
-# on bare control planes of their own: separate processes, ports and data directories). LANES_SERIAL=1 runs the two lanes one after the other. rustc runs behind
-# sccache (e2e/tools/compile-cache.sh), so a clean clone compiles only what changed since the last
-# run; FERRO_IPAM_COMPILE_CACHE=0 turns it off.
+# on bare control planes of their own: separate processes, ports and data directories).
+# LANES_SERIAL=1 runs the two lanes one after the other. rustc runs behind sccache
+# (e2e/tools/compile-cache.sh), so a clean clone compiles only what changed since the last run;
+# FERRO_IPAM_COMPILE_CACHE=0 turns it off.
 NODE_LANE := test-node
 PLANE_LANE := unit docs test-dist e2e test-docs test-contract-v1beta1 test-faults test-soak test-rebuild
 

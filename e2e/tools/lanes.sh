@@ -7,7 +7,8 @@
 # A lane runs all its targets even when one fails (make --keep-going), so one failure does not
 # hide the others. Its output goes to target/lanes/NAME.log, each line stamped with the time,
 # printed whole when the lane ends, so two lanes' lines never interleave; while they run, one
-# line a minute says which are still going. The exit status is 1 when any lane failed, and each failed lane is named at the end.
+# line a minute says which are still going. The exit status is 1 when any lane failed, and each
+# failed lane is named at the end.
 # LANES_SERIAL=1 runs the same lanes one after another (to tell a flake of running side by side
 # from a plain failure).
 set -euo pipefail
