@@ -113,8 +113,8 @@ test-dist: release ## make dist twice: the runs byte-identical, SHA256SUMS verif
 	@rm -rf target/dist-check
 	$(call timed,dist (first run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/first bash deploy/dist/dist.sh)
 	$(call timed,dist (second run),DIST_ALLOW_DIRTY=1 DIST_DIR=target/dist-check/second bash deploy/dist/dist.sh)
-	bash deploy/dist/check.sh target/dist-check/first target/dist-check/second
-	python3 deploy/image/check-dockerfile.py target/dist-check/first/ferro-ipam-image-v*.tar
+	$(call timed,dist checks,bash deploy/dist/check.sh target/dist-check/first target/dist-check/second \
+	  && python3 deploy/image/check-dockerfile.py target/dist-check/first/ferro-ipam-image-v*.tar)
 
 # The release binary built once more from a copy of the tree in another directory, with nothing
 # shared: the same bytes, so dist/ is the same wherever it is made (deploy/dist/rebuild-check.sh).

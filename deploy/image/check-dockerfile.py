@@ -162,7 +162,11 @@ def check_root_file_system(all_stages, text, paths):
     elif not any(k == "RUN" and "deploy/image/rootfs.sh target/release/ferro-ipam /rootfs" in a for k, a in builder):
         problems.append("the build stage must run deploy/image/rootfs.sh target/release/ferro-ipam /rootfs, as build.sh does")
     recipe = re.search(r"^release:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M)
-    command = recipe and re.sub(r"^(CARGO=\$\(CARGO\) )?(\$\(CARGO\) )?", lambda m: "cargo " if m.group(2) else "", recipe.group(1).strip())
+    # The command itself, also when the recipe times it: $(call timed,NAME,COMMAND).
+    recipe = recipe and recipe.group(1).strip()
+    timed = recipe and re.fullmatch(r"\$\(call timed,[^,]*,(.*)\)", recipe)
+    recipe = timed.group(1) if timed else recipe
+    command = recipe and re.sub(r"^(CARGO=\$\(CARGO\) )?(\$\(CARGO\) )?", lambda m: "cargo " if m.group(2) else "", recipe)
     if not command or command not in text:
         problems.append(f"the Dockerfile does not run make release's command: {command}")
     if any("musl" in arguments for stage in all_stages for _, arguments in stage):
