@@ -37,7 +37,7 @@ case "${RUSTC_WRAPPER:-}" in
     ;;
 esac
 # shellcheck disable=SC2086 # second_cache is a list of VAR=VALUE
-env RUSTC_WRAPPER= SCCACHE_SERVER_PORT= $second_cache CARGO_TARGET_DIR="$work/target" bash "$work/src/deploy/dist/release-build.sh" --quiet --bin ferro-ipam
+env RUSTC_WRAPPER= SCCACHE_SERVER_PORT= SCCACHE_DIR= $second_cache CARGO_TARGET_DIR="$work/target" bash "$work/src/deploy/dist/release-build.sh" --quiet --bin ferro-ipam
 second=$work/target/release/ferro-ipam
 
 a=$(sha256sum <"$first" | cut -d' ' -f1)

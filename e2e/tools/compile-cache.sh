@@ -55,7 +55,10 @@ case "$action" in
       exit 0
     fi
     "$sccache" --zero-stats >/dev/null 2>&1 || true
-    echo "RUSTC_WRAPPER=$sccache SCCACHE_SERVER_PORT=$port"
+    # The whole configuration, so that a client that finds the server gone starts it again as
+    # it was, not with sccache's defaults.
+    echo "RUSTC_WRAPPER=$sccache SCCACHE_SERVER_PORT=$port SCCACHE_DIR=$SCCACHE_DIR" \
+      "SCCACHE_CACHE_SIZE=$SCCACHE_CACHE_SIZE SCCACHE_IDLE_TIMEOUT=$SCCACHE_IDLE_TIMEOUT"
     ;;
   stop)
     stats=$("$sccache" --show-stats 2>/dev/null || true)
