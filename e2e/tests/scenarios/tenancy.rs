@@ -97,6 +97,10 @@ async fn bound_claims_keep_their_addresses_when_the_selector_stops_selecting_the
     s.patch(&pools, false, &pool, json!({"spec": {"namespaceSelector": selecting("someone-else")}})).await.unwrap();
     s.claim("late", "GlobalInClusterIPPool", &pool).await.unwrap();
     s.wait_reason("late", "NamespaceNotSelected", PROMPTLY).await.unwrap();
+    // A change of the bound claim has it reconciled now, under the new selector (otherwise only
+    // a resync or a restart would, and the check below could pass without one).
+    let touch = json!({"metadata": {"labels": {"touched": "after-the-selector-changed"}}});
+    s.claims().patch("bound", &PatchParams::default(), &Patch::Merge(&touch)).await.unwrap();
     s.stays("the bound claim keeps its address and stays Ready", A_WHILE, || async {
         let address = s.addresses().get_opt("bound").await.unwrap();
         let ready = s.claim_ready("bound").await.is_some_and(|(status, _, _)| status == "True");

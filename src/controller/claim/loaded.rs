@@ -92,11 +92,15 @@ pub enum Verdict {
 }
 
 /// Who asks a pool for an address: the claim's namespace and that Namespace's labels (None: not
-/// known yet), and the one namespace this instance serves (`--namespace`), if any.
+/// known yet), the one namespace this instance serves (`--namespace`), if any, and whether the
+/// claim's `IPAddress` already holds an address of the pool.
 pub struct Asker<'a> {
     pub namespace: &'a str,
     pub labels: Option<&'a BTreeMap<String, String>>,
     pub only_namespace: Option<&'a str>,
+    /// A namespace selector admits new claims; a claim already bound keeps its address when the
+    /// selector stops selecting its namespace, as preflight and the docs say.
+    pub bound: bool,
 }
 
 impl Verdict {
@@ -122,6 +126,7 @@ impl Verdict {
             ));
         }
         match admission(&key, &facts, asker.namespace, asker.labels) {
+            _ if asker.bound => {}
             Admission::Admitted => {}
             Admission::NotSelected(why) => return Verdict::NotSelected(format!("{key}: {why}")),
             Admission::Unknown => return Verdict::NamespaceUnknown,
@@ -139,13 +144,16 @@ impl Verdict {
     /// The verdict on pool `key` for `loaded`, read from the index.
     pub fn read(key: PoolKey, loaded: &Loaded, ctx: &Context) -> Verdict {
         let (facts, spec) = (ctx.index.pool_facts(&key), ctx.index.pool_spec(&key));
-        // Only a global pool's namespace selector reads the Namespace's labels.
+        let bound = ctx.index.object_hold(&key, &loaded.holder).is_some();
+        // Only a global pool's namespace selector reads the Namespace's labels, and only for a
+        // claim not bound yet.
         let selects = facts.as_ref().is_some_and(|f| f.namespace_selector.is_some() && key.kind.is_global());
-        let labels = selects.then(|| ctx.namespace_labels(&loaded.holder.namespace)).flatten();
+        let labels = (selects && !bound).then(|| ctx.namespace_labels(&loaded.holder.namespace)).flatten();
         let asker = Asker {
             namespace: &loaded.holder.namespace,
             labels: labels.as_ref(),
             only_namespace: ctx.only_namespace.as_deref(),
+            bound,
         };
         Verdict::of(key, loaded.via(), facts, spec, &asker)
     }
@@ -187,7 +195,8 @@ mod tests {
     }
 
     fn verdict(key: PoolKey, facts: Option<PoolFacts>, one_namespace: Option<&str>) -> Verdict {
-        let asker = Asker { namespace: "ns", labels: Some(&BTreeMap::new()), only_namespace: one_namespace };
+        let asker =
+            Asker { namespace: "ns", labels: Some(&BTreeMap::new()), only_namespace: one_namespace, bound: false };
         Verdict::of(key, None, facts, Some(PoolSpec::Addresses(IPPoolSpec::default())), &asker)
     }
 
@@ -218,11 +227,20 @@ mod tests {
         let spec = || Some(PoolSpec::Addresses(IPPoolSpec::default()));
         let team = |t: &str| BTreeMap::from([("team".to_owned(), t.to_owned())]);
         let (a, b) = (team("a"), team("b"));
-        let asker = |labels| Asker { namespace: "ns", labels, only_namespace: None };
+        let asker = |labels| Asker { namespace: "ns", labels, only_namespace: None, bound: false };
         let key = PoolKey::global("g");
         assert!(matches!(Verdict::of(key.clone(), None, facts.clone(), spec(), &asker(Some(&a))), Verdict::Serve(_)));
         let refused = Verdict::of(key.clone(), None, facts.clone(), spec(), &asker(Some(&b)));
         assert!(matches!(refused, Verdict::NotSelected(m) if m.contains("team=a")));
-        assert!(matches!(Verdict::of(key, None, facts, spec(), &asker(None)), Verdict::NamespaceUnknown));
+        assert!(matches!(
+            Verdict::of(key.clone(), None, facts.clone(), spec(), &asker(None)),
+            Verdict::NamespaceUnknown
+        ));
+
+        // A claim whose IPAddress already holds an address of the pool keeps it, selected or not.
+        for labels in [Some(&b), None] {
+            let bound = Asker { namespace: "ns", labels, only_namespace: None, bound: true };
+            assert!(matches!(Verdict::of(key.clone(), None, facts.clone(), spec(), &bound), Verdict::Serve(_)));
+        }
     }
 }
