@@ -20,7 +20,12 @@ first=${FERRO_IPAM_BIN:-${CARGO_TARGET_DIR:-$root/target}/release/ferro-ipam}
 work=${REBUILD_DIR:-$root/target/rebuild}
 rm -rf "$work"
 mkdir -p "$work/src"
-[ "${REBUILD_KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
+second_cache=
+cleanup() {
+  [ -z "$second_cache" ] || bash "$root/e2e/tools/compile-cache.sh" stop second >&2
+  [ "${REBUILD_KEEP:-0}" = 1 ] || rm -rf "$work"
+}
+trap cleanup EXIT
 
 (cd "$root" && git ls-files -z --cached --others --exclude-standard \
   | while IFS= read -r -d '' file; do [ -e "$file" ] && printf '%s\0' "$file"; done \
@@ -29,12 +34,8 @@ log "building a second time in $work/src (target $work/target)"
 # Never the first build's compiler cache: its objects would make the second build a copy of the
 # first. Under `make test`, whose builds go through compile-cache.sh's main cache, this one goes
 # through the second cache, whose objects were only ever compiled here.
-second_cache=
 case "${RUSTC_WRAPPER:-}" in
-  */sccache-*/bin/sccache)
-    second_cache=$(bash "$root/e2e/tools/compile-cache.sh" start second)
-    [ -z "$second_cache" ] || trap 'bash "$root/e2e/tools/compile-cache.sh" stop second >&2; [ "${REBUILD_KEEP:-0}" = 1 ] || rm -rf "$work"' EXIT
-    ;;
+  */sccache-*/bin/sccache) second_cache=$(bash "$root/e2e/tools/compile-cache.sh" start second) ;;
 esac
 # shellcheck disable=SC2086 # second_cache is a list of VAR=VALUE
 env RUSTC_WRAPPER= SCCACHE_SERVER_PORT= SCCACHE_DIR= $second_cache CARGO_TARGET_DIR="$work/target" bash "$work/src/deploy/dist/release-build.sh" --quiet --bin ferro-ipam

@@ -125,8 +125,9 @@ impl Verdict {
                  serve global pools from an instance that watches every namespace"
             ));
         }
-        match admission(&key, &facts, asker.namespace, asker.labels) {
-            _ if asker.bound => {}
+        let admitted =
+            if asker.bound { Admission::Admitted } else { admission(&key, &facts, asker.namespace, asker.labels) };
+        match admitted {
             Admission::Admitted => {}
             Admission::NotSelected(why) => return Verdict::NotSelected(format!("{key}: {why}")),
             Admission::Unknown => return Verdict::NamespaceUnknown,
