@@ -161,10 +161,21 @@ pub fn global_in_cluster_prefix_pool() -> CustomResourceDefinition {
     crd
 }
 
+/// The `AddressBlock` CRD a hub keeps its spokes' blocks in.
+pub fn address_block() -> CustomResourceDefinition {
+    super::hub::AddressBlock::crd()
+}
+
 /// Each CRD as a YAML document, with the file name it has under `crds/`.
 pub fn files() -> Vec<(String, String)> {
-    [in_cluster_ip_pool(), global_in_cluster_ip_pool(), in_cluster_prefix_pool(), global_in_cluster_prefix_pool()]
-        .iter()
+    [
+        in_cluster_ip_pool(),
+        global_in_cluster_ip_pool(),
+        in_cluster_prefix_pool(),
+        global_in_cluster_prefix_pool(),
+        address_block(),
+    ]
+    .iter()
         .map(|crd| {
             let name = format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("crd"));
             (name, format!("---\n{}", serde_saphyr::to_string(crd).expect("a CRD serializes to YAML")))

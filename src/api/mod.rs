@@ -6,6 +6,7 @@ pub mod bounded;
 pub mod capi;
 pub mod conditions;
 pub mod crdgen;
+pub mod hub;
 pub mod keys;
 pub mod pool;
 pub mod prefix_pool;

@@ -117,6 +117,13 @@ pub struct IPPoolSpec {
     /// not select waits with `Ready=False` (`NamespaceNotSelected`). The namespaced kind refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<super::tenancy::NamespaceSelector>,
+
+    /// ferro-ipam extension: the pool is a spoke of a pool in another management cluster, the
+    /// hub. It hands out only addresses of the blocks the hub leased to it, asking for more as
+    /// claims come and returning empty ones. `addresses`, `prefix` and `gateway` stay as on the
+    /// hub's pool. See the shared pools page of the docs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<Box<super::hub::HubSource>>,
 }
 
 /// The second family of a dual-stack pool. The same rules as the first apply to it.

@@ -22,6 +22,7 @@ use super::reservations::{ClaimOwner, Reserved};
 use super::spec::PoolSpec;
 
 mod allocating;
+mod leasing;
 mod memories;
 mod reserving;
 
@@ -120,6 +121,8 @@ pub struct PoolEntry {
     /// Holders of an address whose other holders changed (a conflict began or ended): their
     /// claims are to look again.
     woken: BTreeSet<HolderKey>,
+    /// Blocks of a hub pool leased to spokes, by the `AddressBlock` that holds each.
+    leased: std::collections::BTreeMap<HolderKey, ipnet::IpNet>,
 }
 
 impl PoolEntry {
@@ -133,6 +136,7 @@ impl PoolEntry {
             waiting: BTreeSet::new(),
             remembered: HashMap::new(),
             woken: BTreeSet::new(),
+            leased: std::collections::BTreeMap::new(),
         }
     }
 
@@ -234,6 +238,7 @@ impl PoolEntry {
             }
         }
         outside.sort();
+        self.carry_blocks_over();
         outside
     }
 
@@ -293,6 +298,10 @@ impl PoolEntry {
             return false;
         }
         self.registry.remove(ip, &self.key);
+        if self.block_holder(ip).is_some() {
+            // Leased to a spoke: it stays used while the block is.
+            return false;
+        }
         if self.registry.held_elsewhere(ip, &self.key).is_some() {
             // An overlapping pool holds it too: keep skipping it.
             self.foreign.insert(ip);
@@ -356,6 +365,9 @@ impl PoolEntry {
         if !others.is_empty() {
             return Some(format!("IPAddress {} also holds it", crate::api::bounded::list(&others, 5)));
         }
+        if let Some(block) = self.block_holder(ip) {
+            return Some(format!("it is in the block AddressBlock {block} leased to a spoke"));
+        }
         self.registry.held_elsewhere(ip, &self.key).map(|other| format!("the overlapping {other} holds it"))
     }
 
@@ -401,7 +413,7 @@ impl PoolEntry {
 
     /// Whether nothing is left in the entry: no holds, no waiting claims, no remembered address.
     pub fn is_vacant(&self) -> bool {
-        self.holdings.is_empty() && self.waiting.is_empty() && self.remembered.is_empty()
+        self.holdings.is_empty() && self.waiting.is_empty() && self.remembered.is_empty() && self.leased.is_empty()
     }
 
     /// How many claims hold an address whose `IPAddress` is not known (yet).

@@ -6,9 +6,11 @@
 //! Each pool has its own lock, so claims of different pools allocate in parallel while one
 //! pool's allocations are serialised.
 
+mod blocks;
 mod entry;
 mod holdings;
 mod keys;
+mod leased;
 mod lookup;
 mod registry;
 mod report;
@@ -33,6 +35,7 @@ use registry::Registry;
 pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};
 pub use reservations::{ClaimMatch, ClaimOwner, Reserved};
+pub use leased::within_blocks;
 pub use spec::{PoolSpec, build_allocators, build_prefix_allocator, family_settings};
 
 /// What the index asks the controllers to look at again.
@@ -185,9 +188,25 @@ impl Index {
         facts: PoolFacts,
         remembered: &[(HolderKey, IpAddr, Timestamp)],
     ) -> Vec<IpAddr> {
-        let spec = &spec.into();
+        self.upsert_pool_unless(key, &spec.into(), facts, remembered, None).unwrap_or_default()
+    }
+
+    /// [`upsert_pool`](Self::upsert_pool), unless `vacated` holds an address: a spoke drops a
+    /// block from its pool only while no claim holds an address of it, checked and applied
+    /// under the pool's lock so that no claim can take one in between. None when refused.
+    pub fn upsert_pool_unless(
+        &self,
+        key: &PoolKey,
+        spec: &PoolSpec,
+        facts: PoolFacts,
+        remembered: &[(HolderKey, IpAddr, Timestamp)],
+        vacated: Option<ipnet::IpNet>,
+    ) -> Option<Vec<IpAddr>> {
         let slot = self.slot(key);
         let mut slot = lock(&slot);
+        if vacated.is_some_and(|block| slot.holds_in(block)) {
+            return None;
+        }
         if slot.is_missing() && !self.sticky.is_zero() {
             // First sight of the pool (start-up, leader change): take the addresses its status
             // remembers for released claims.
@@ -217,7 +236,7 @@ impl Index {
             self.trigger_pools(neighbours);
         }
         self.trigger(Trigger::Pool(key.clone()));
-        applied.outside
+        Some(applied.outside)
     }
 
     /// A pool object is gone. Its holders stay (their objects still exist until deleted).
