@@ -15,6 +15,7 @@ use crate::api::capi::IPAddress;
 use crate::index::{HoldKind, HolderKey, Index, PoolKey, Trigger};
 
 pub use pool_object::PoolObject;
+pub use spoke::SpokePools;
 
 /// The bookkeeping of a watch's listings that both feeds share: which objects the current
 /// listing brought, so that those it did not bring (deleted while the watch was down) are
@@ -189,14 +190,15 @@ fn holder_of(address: &IPAddress) -> HolderKey {
 /// Feeds pool watch events (of one kind) into the index.
 pub struct PoolFeed {
     index: Index,
+    spokes: SpokePools,
     known: HashSet<PoolKey>,
     listings: Listings<PoolKey>,
 }
 
 impl PoolFeed {
     /// `on_listed` runs once, after the first complete listing.
-    pub fn new(index: Index, on_listed: impl FnOnce() + Send + 'static) -> Self {
-        PoolFeed { index, known: HashSet::new(), listings: Listings::new(on_listed) }
+    pub fn new(index: Index, spokes: SpokePools, on_listed: impl FnOnce() + Send + 'static) -> Self {
+        PoolFeed { index, spokes, known: HashSet::new(), listings: Listings::new(on_listed) }
     }
 
     pub fn apply<K: PoolObject>(&mut self, event: &Event<K>) {
@@ -218,18 +220,23 @@ impl PoolFeed {
 
     fn observe<K: PoolObject>(&mut self, pool: &K) {
         let key = pool.key();
-        self.index.upsert_pool(&key, pool.spec(), pool.facts(), &pool.remembered());
+        let (spec, facts, remembered) = (pool.spec(), pool.facts(), pool.remembered());
+        if !self.spokes.observe(&key, &spec, facts.clone(), &remembered) {
+            self.index.upsert_pool(&key, spec, facts, &remembered);
+        }
         self.known.insert(key);
     }
 
     fn forget(&mut self, key: &PoolKey) {
         if self.known.remove(key) {
+            self.spokes.forget(key);
             self.index.remove_pool(key);
         }
     }
 }
 
 mod pool_object;
+mod spoke;
 #[cfg(test)]
 mod tests;
 mod wake;

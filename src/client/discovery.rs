@@ -10,6 +10,7 @@ use tracing::{info, warn};
 use crate::misconfig::{Misconfig, discovery_problem};
 
 use crate::api::CapiVersion;
+use crate::api::hub::HUB_GROUP;
 use crate::api::keys::{CLUSTER_GROUP, IPAM_GROUP};
 
 /// What ERROR lines and `/readyz` call discovery.
@@ -22,6 +23,9 @@ pub struct CapiVersions {
     pub ipam: CapiVersion,
     /// Of `Cluster`; None when CAPI's core CRDs are not installed.
     pub cluster: Option<CapiVersion>,
+    /// Whether the API server serves `AddressBlock` (ferro-ipam's CRDs of this release are
+    /// installed): without it the cluster can be neither a hub nor a spoke.
+    pub blocks: bool,
 }
 
 fn versions_serving(group: &kube::discovery::ApiGroup, kind: &str) -> Vec<String> {
@@ -88,6 +92,17 @@ pub async fn versions(client: &Client) -> anyhow::Result<CapiVersions> {
         }
         Err(error) => return Err(anyhow::Error::new(error).context(format!("discovering API group {CLUSTER_GROUP}"))),
     };
-    info!(ipam = ipam_version.as_str(), cluster = cluster.map(CapiVersion::as_str), "discovered Cluster API versions");
-    Ok(CapiVersions { ipam: ipam_version, cluster })
+    let blocks = match discovery::group(client, HUB_GROUP).await {
+        Ok(group) => !versions_serving(&group, "AddressBlock").is_empty(),
+        Err(kube::Error::Discovery(_)) => false,
+        Err(error) => return Err(anyhow::Error::new(error).context(format!("discovering API group {HUB_GROUP}"))),
+    };
+    if !blocks {
+        warn!(
+            "the API server does not serve AddressBlock ({HUB_GROUP}): pools shared through a hub are off; \
+             apply ferro-ipam's crds/ of this release to turn them on"
+        );
+    }
+    info!(ipam = ipam_version.as_str(), cluster = cluster.map(CapiVersion::as_str), blocks, "discovered Cluster API versions");
+    Ok(CapiVersions { ipam: ipam_version, cluster, blocks })
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kube::runtime::watcher::Event;
 
-use super::{AddressFeed, PoolFeed};
+use super::{AddressFeed, PoolFeed, SpokePools};
 use crate::api::capi::{AddressSpec, IPAddress, LocalReference, PoolReference};
 use crate::api::{CapiVersion, InClusterIPPool};
 use crate::fixtures::pool_spec;
@@ -49,7 +49,7 @@ fn counter() -> (Arc<AtomicUsize>, impl FnOnce() + Send + 'static) {
 fn listed_addresses_are_never_allocated_again() {
     let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
-    let mut pools = PoolFeed::new(index.clone(), listed);
+    let mut pools = PoolFeed::new(index.clone(), SpokePools::new(index.clone()), listed);
     pools.apply(&Event::Apply(pool("p", &["10.0.0.1-10.0.0.3"])));
     let (_, listed) = counter();
     let mut addresses = AddressFeed::new(index.clone(), listed);
@@ -83,7 +83,7 @@ fn readiness_callback_runs_once_after_the_first_listing() {
 fn relisting_forgets_addresses_deleted_while_the_watch_was_down() {
     let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
-    let mut pools = PoolFeed::new(index.clone(), listed);
+    let mut pools = PoolFeed::new(index.clone(), SpokePools::new(index.clone()), listed);
     pools.apply(&Event::Apply(pool("p", &["10.0.0.1"])));
     let (_, listed) = counter();
     let mut addresses = AddressFeed::new(index.clone(), listed);
@@ -103,7 +103,7 @@ fn relisting_forgets_addresses_deleted_while_the_watch_was_down() {
 fn a_deleted_pool_allocates_nothing_but_keeps_its_holders() {
     let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
-    let mut pools = PoolFeed::new(index.clone(), listed);
+    let mut pools = PoolFeed::new(index.clone(), SpokePools::new(index.clone()), listed);
     let p = pool("p", &["10.0.0.1-10.0.0.2"]);
     pools.apply(&Event::Apply(p.clone()));
     let (_, listed) = counter();
@@ -149,7 +149,7 @@ fn protected(mut address: IPAddress) -> IPAddress {
 fn the_echo_of_a_claims_own_address_does_not_wake_it_but_changes_and_deletion_do() {
     let (index, mut triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
-    let mut pools = PoolFeed::new(index.clone(), listed);
+    let mut pools = PoolFeed::new(index.clone(), SpokePools::new(index.clone()), listed);
     pools.apply(&Event::Apply(pool("p", &["10.0.0.1-10.0.0.3"])));
     let (_, listed) = counter();
     let mut addresses = AddressFeed::new(index.clone(), listed);
@@ -180,7 +180,7 @@ fn the_echo_of_a_claims_own_address_does_not_wake_it_but_changes_and_deletion_do
 fn an_address_moved_to_another_pool_lets_go_of_the_old_one() {
     let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
-    let mut pools = PoolFeed::new(index.clone(), listed);
+    let mut pools = PoolFeed::new(index.clone(), SpokePools::new(index.clone()), listed);
     pools.apply(&Event::Apply(pool("p", &["10.0.0.1"])));
     pools.apply(&Event::Apply(pool("q", &["10.0.0.1"])));
     let (_, listed) = counter();
@@ -214,7 +214,7 @@ fn addresses_of_one_pool_share_its_key_and_the_key_goes_with_the_last_of_them() 
 fn after_a_watch_failure_nothing_is_allocated_until_the_addresses_are_listed_again() {
     let (index, _triggers) = Index::new(std::time::Duration::ZERO);
     let (_, listed) = counter();
-    let mut pools = PoolFeed::new(index.clone(), listed);
+    let mut pools = PoolFeed::new(index.clone(), SpokePools::new(index.clone()), listed);
     pools.apply(&Event::Apply(pool("p", &["10.0.0.1-10.0.0.3"])));
     let mut addresses = AddressFeed::new(index.clone(), {
         let index = index.clone();
@@ -238,4 +238,34 @@ fn after_a_watch_failure_nothing_is_allocated_until_the_addresses_are_listed_aga
     assert_eq!(first.to_string(), "10.0.0.1", "the address deleted meanwhile is free again");
     let second = index.allocate(&key, &HolderKey::new("ns", "y"), Request::default()).unwrap();
     assert_eq!(second.to_string(), "10.0.0.3", "the hand-made one is never handed out");
+}
+
+#[test]
+fn a_spoke_pool_hands_out_only_addresses_of_its_blocks_and_keeps_a_block_someone_holds() {
+    let (index, _triggers) = Index::new(std::time::Duration::ZERO);
+    let spokes = SpokePools::new(index.clone());
+    let mut pools = PoolFeed::new(index.clone(), spokes.clone(), || {});
+    let mut spoke = pool("p", &["10.0.0.0/24"]);
+    spoke.spec.hub = Some(Box::new(crate::api::hub::HubSource {
+        kubeconfig_secret: "hub".into(),
+        namespace: "spoke-a".into(),
+        pool: crate::api::hub::HubPoolReference { kind: "GlobalInClusterIPPool".into(), name: "shared".into(), namespace: None },
+        block_size: None,
+    }));
+    pools.apply(&Event::Apply(spoke));
+    let key = PoolKey::in_cluster("ns", "p");
+    let claim = HolderKey::new("ns", "c");
+    assert!(index.allocate(&key, &claim, Request::default()).is_err(), "no block is known yet: nothing is allocatable");
+
+    let block: ipnet::IpNet = "10.0.0.16/28".parse().unwrap();
+    spokes.set_blocks(&key, vec![block]);
+    let ip = index.allocate(&key, &claim, Request::default()).expect("the block has room");
+    assert!(block.contains(&ip), "{ip} is in {block}");
+
+    assert!(!spokes.vacate(&key, block), "a claim holds an address of the block");
+    assert_eq!(spokes.blocks(&key), Some(vec![block]));
+    index.release_claim(&key, &claim);
+    assert!(spokes.vacate(&key, block), "nobody holds an address of it any more");
+    assert_eq!(spokes.blocks(&key), Some(vec![]));
+    assert!(index.allocate(&key, &claim, Request::default()).is_err(), "the vacated block is not allocatable");
 }

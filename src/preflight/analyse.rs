@@ -33,7 +33,7 @@ const STICKY: Duration = Duration::from_secs(600);
 
 /// Feeds one complete listing into a pool feed, as the pool watch's first listing does.
 fn feed_pools<K: PoolObject>(index: &Index, pools: &[K]) {
-    let mut feed = PoolFeed::new(index.clone(), || {});
+    let mut feed = PoolFeed::new(index.clone(), crate::feed::SpokePools::new(index.clone()), || {});
     feed.apply::<K>(&Event::Init);
     for pool in pools {
         feed.apply(&Event::InitApply(pool.clone()));

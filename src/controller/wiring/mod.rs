@@ -22,6 +22,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tracing::warn;
 
 use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
+use crate::feed::SpokePools;
 use crate::health::Health;
 use crate::index::Index;
 use crate::metrics::Metrics;
@@ -92,7 +93,14 @@ impl Term {
             None => future::Either::Right(future::ready(())),
         };
         let claim_controller = claims.controller(self, ctx.clone(), shutdown.clone());
-        let pools = pools::PoolControllers { term: self, index: &index, ctx: ctx.clone(), shutdown: shutdown.clone() };
+        let spokes = SpokePools::new(index.clone());
+        let pools = pools::PoolControllers {
+            term: self,
+            index: &index,
+            ctx: ctx.clone(),
+            spokes: &spokes,
+            shutdown: shutdown.clone(),
+        };
         // Global pools' status and protection are left to an instance that sees every namespace.
         let manage_global = self.settings.namespace.is_none();
         let in_cluster = pools.of_kind::<InClusterIPPool>(true, gate.listing(), routes.in_cluster);

@@ -20,7 +20,7 @@ use crate::controller::context::Context;
 use crate::controller::pool;
 use crate::controller::triggers;
 use crate::feed::PoolFeed;
-use crate::feed::PoolObject;
+use crate::feed::{PoolObject, SpokePools};
 use crate::store::lean::lean;
 use crate::store::watches::{NoExtraBackoff, WatchBackoff, watched};
 
@@ -29,6 +29,7 @@ pub struct PoolControllers<'a, S> {
     pub term: &'a Term,
     pub index: &'a Index,
     pub ctx: Arc<Context>,
+    pub spokes: &'a SpokePools,
     pub shutdown: S,
 }
 
@@ -53,7 +54,7 @@ where
         // The namespaced kind is watched in --namespace only; the global kind everywhere.
         let api: Api<K> = K::api(self.term.client.clone(), settings.namespace.as_deref());
         let (store, writer) = reflector::store();
-        let mut feed = PoolFeed::new(self.index.clone(), move || listed.listed());
+        let mut feed = PoolFeed::new(self.index.clone(), self.spokes.clone(), move || listed.listed());
         let events = watched(
             &K::kind(&()),
             self.term.health.clone(),
