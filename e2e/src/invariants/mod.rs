@@ -14,6 +14,7 @@ mod counts;
 mod findings;
 mod pool_ranges;
 mod rules;
+pub mod shared;
 mod world;
 
 use std::collections::{BTreeMap, BTreeSet};
