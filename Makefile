@@ -193,6 +193,13 @@ test-faults: tools build faketime ## Fault injection: API server, etcd, partitio
 	  || { cat target/fault-report.txt 2>/dev/null; exit 1; })
 	@cat target/fault-report.txt
 
+# Pools shared through a hub: three control planes of the test's own (the hub, spoke-a, spoke-b),
+# a ferro-ipam on each, set up with the plain kubectl of e2e/tests/hub/operator/; 1,000 claims per
+# spoke checked across the three clusters, the blocks' return, the spokes' least-privilege Role.
+.PHONY: test-hub
+test-hub: tools build ## Shared pools through a hub: a hub and two spokes, 1,000 claims per spoke, no address twice across the clusters
+	$(call timed,e2e hub,$(CARGO) test -p ferro-ipam-e2e --test hub)
+
 # The soak: a seeded nemesis (faults alone and overlapping) under a changing workload, and a
 # history checker of every IPAddress (docs/soak.md). SOAK_MINUTES is the whole run, start-up
 # and final checks included; SOAK_SEED replays a run (a random one is printed when unset).
@@ -245,7 +252,7 @@ cluster: tools node-tools image ## A control plane and a node running ferro-ipam
 # (e2e/tools/compile-cache.sh), so a clean clone compiles only what changed since the last run;
 # FERRO_IPAM_COMPILE_CACHE=0 turns it off.
 NODE_LANE := test-node
-PLANE_LANE := unit docs test-dist e2e test-docs test-contract-v1beta1 test-faults test-soak test-rebuild
+PLANE_LANE := unit docs test-dist e2e test-docs test-contract-v1beta1 test-faults test-hub test-soak test-rebuild
 
 .PHONY: test
 test: disk-space ## Everything CI runs: lint, unit and property tests, the book, reproducible dist/, e2e (both contracts), the docs' commands, fault injection, the soak, the node
