@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use crate::api::capi::IPAddress;
 use crate::index::{HoldKind, HolderKey, Index, PoolKey, Trigger};
 
+pub use blocks::{BlockFeed, block_holder, block_pool, granted};
 pub use pool_object::PoolObject;
 pub use spoke::SpokePools;
 
@@ -235,6 +236,7 @@ impl PoolFeed {
     }
 }
 
+mod blocks;
 mod pool_object;
 mod spoke;
 #[cfg(test)]

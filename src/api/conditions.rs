@@ -17,6 +17,9 @@ pub enum ClaimReason {
     /// The claim's pool is a global pool whose `spec.namespaceSelector` does not select the
     /// claim's namespace (or no labelled global pool of a purpose does).
     NamespaceNotSelected,
+    /// The claim's pool is a spoke pool with no free address in the blocks it holds: it waits
+    /// for a block from the hub (or for the hub to answer).
+    WaitingForHub,
 }
 
 impl ClaimReason {
@@ -28,6 +31,7 @@ impl ClaimReason {
             ClaimReason::AllocationFailed => "AllocationFailed",
             ClaimReason::AddressConflict => "AddressConflict",
             ClaimReason::NamespaceNotSelected => "NamespaceNotSelected",
+            ClaimReason::WaitingForHub => "WaitingForHub",
         }
     }
 }

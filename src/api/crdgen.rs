@@ -176,11 +176,11 @@ pub fn files() -> Vec<(String, String)> {
         address_block(),
     ]
     .iter()
-        .map(|crd| {
-            let name = format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("crd"));
-            (name, format!("---\n{}", serde_saphyr::to_string(crd).expect("a CRD serializes to YAML")))
-        })
-        .collect()
+    .map(|crd| {
+        let name = format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("crd"));
+        (name, format!("---\n{}", serde_saphyr::to_string(crd).expect("a CRD serializes to YAML")))
+    })
+    .collect()
 }
 
 /// Every CRD, as the multi-document YAML that `ferro-ipam crds` prints.

@@ -149,6 +149,14 @@ pub struct AddressBlockStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// CEL on a pool's spec: `hub` is set when the pool is made, and never added, changed or
+/// removed: the pool's addresses would be handed out without a lease, or leases forgotten.
+pub(crate) fn immutable_rule() -> Rule {
+    Rule::new("has(self.hub) == has(oldSelf.hub) && (!has(self.hub) || self.hub == oldSelf.hub)").message(
+        "spec.hub cannot be added, changed or removed once the pool exists: create another pool and move the claims to it",
+    )
+}
+
 fn block_size_rules(schema: &mut Schema) {
     let sizes = BLOCK_SIZES.map(|s| s.to_string()).join(", ");
     let message = format!("must be one of {sizes}");

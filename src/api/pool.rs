@@ -289,6 +289,7 @@ global_pool!(
 );
 
 fn spec_rules(schema: &mut Schema) {
+    apply_rules(schema, vec![super::hub::immutable_rule()]);
     apply_rules(schema, validation::family_rules("spec"));
     apply_rules(schema, validation::spec_rules());
     apply_rules(schema, vec![super::reservation::gateway_rule()]);

@@ -103,6 +103,11 @@ pub async fn versions(client: &Client) -> anyhow::Result<CapiVersions> {
              apply ferro-ipam's crds/ of this release to turn them on"
         );
     }
-    info!(ipam = ipam_version.as_str(), cluster = cluster.map(CapiVersion::as_str), blocks, "discovered Cluster API versions");
+    info!(
+        ipam = ipam_version.as_str(),
+        cluster = cluster.map(CapiVersion::as_str),
+        blocks,
+        "discovered Cluster API versions"
+    );
     Ok(CapiVersions { ipam: ipam_version, cluster, blocks })
 }

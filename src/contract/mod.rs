@@ -18,7 +18,7 @@ pub mod tenancy;
 
 pub use address::belongs_to;
 pub use gate::{ClusterState, Gate, gate};
-pub use reasons::{reason_of, refusal};
+pub use reasons::{reason_of, refusal, waiting_for_hub};
 pub use request::of as request_of;
 pub use target::{Target, passed_over};
 pub use tenancy::{Admission, admission};

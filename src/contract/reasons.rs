@@ -26,6 +26,29 @@ pub fn refusal(error: &AllocError, pool: &PoolKey) -> (ClaimReason, String) {
     (reason, message)
 }
 
+/// A spoke pool's refusal for want of room: the claim waits for a block from the hub named in
+/// `hub`, and `problem` says what keeps the pool from the hub now, if anything.
+pub fn waiting_for_hub(
+    pool: &PoolKey,
+    hub: &crate::api::hub::HubSource,
+    problem: Option<&str>,
+) -> (ClaimReason, String) {
+    let source = &hub.pool;
+    let hub_pool = match &source.namespace {
+        Some(ns) => format!("{} {ns}/{}", source.kind, source.name),
+        None => format!("{} {}", source.kind, source.name),
+    };
+    let mut message = format!(
+        "{pool} has no free address in the blocks it holds: waiting for a block of the hub's {hub_pool} (hub namespace {})",
+        hub.namespace
+    );
+    match problem {
+        Some(problem) => message.push_str(&format!("; the hub cannot serve it now: {problem}")),
+        None => message.push_str("; the claim is served as soon as the hub grants one or an address is released"),
+    }
+    (ClaimReason::WaitingForHub, message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

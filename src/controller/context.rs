@@ -63,6 +63,8 @@ pub struct Caches {
     /// Every Namespace's labels, for the selectors of global pools; None when this instance
     /// serves one namespace (and no global pool).
     pub namespaces: Option<NamespaceLabels>,
+    /// The spoke pools, their blocks and what keeps them from their hub.
+    pub spokes: crate::feed::SpokePools,
 }
 
 /// What the controllers say: Events, metrics, misconfigurations, and the allocation latency.

@@ -178,7 +178,7 @@ impl World {
                 fence,
                 clock: ServerClock::default(),
             },
-            index,
+            index: index.clone(),
             caches: Caches {
                 addresses: address_cache,
                 claims: claims.clone(),
@@ -186,6 +186,7 @@ impl World {
                 clusters: Some(clusters.as_reader()),
                 providers: crate::client::providers::Providers::new(client.clone()),
                 namespaces: None,
+                spokes: crate::feed::SpokePools::new(index.clone()),
             },
             report: Report {
                 recorder: Recorder::new(client, reporter),

@@ -6,6 +6,7 @@ pub mod cluster_vip;
 pub mod context;
 pub mod error;
 pub mod finalizers;
+pub mod hub;
 pub mod latency;
 #[cfg(test)]
 pub(crate) mod mock_api;

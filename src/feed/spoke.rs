@@ -29,6 +29,8 @@ struct Spoke {
     seen: Option<Seen>,
     /// The blocks the hub granted; None until the session has listed them.
     blocks: Option<Vec<IpNet>>,
+    /// What keeps the session from the hub now, if anything (for the claims that wait).
+    problem: Option<String>,
 }
 
 /// Every spoke pool of this cluster. Cheap to clone.
@@ -47,7 +49,13 @@ impl SpokePools {
 
     /// A pool object was seen: a spoke pool's goes to the index limited to its blocks. Returns
     /// false for any other pool, which the caller hands to the index as it is.
-    pub fn observe(&self, key: &PoolKey, spec: &PoolSpec, facts: PoolFacts, remembered: &[(HolderKey, IpAddr, Timestamp)]) -> bool {
+    pub fn observe(
+        &self,
+        key: &PoolKey,
+        spec: &PoolSpec,
+        facts: PoolFacts,
+        remembered: &[(HolderKey, IpAddr, Timestamp)],
+    ) -> bool {
         let PoolSpec::Addresses(spec) = spec else { return false };
         let Some(hub) = spec.hub.as_deref() else {
             self.forget(key);
@@ -95,7 +103,7 @@ impl SpokePools {
         let Some(spoke) = pools.get_mut(key) else { return false };
         let Some(blocks) = spoke.blocks.as_ref() else { return false };
         let rest: Vec<IpNet> = blocks.iter().copied().filter(|b| *b != block).collect();
-        let before = std::mem::replace(&mut spoke.blocks, Some(rest));
+        let before = spoke.blocks.replace(rest);
         if self.apply(key, spoke, Some(block)) {
             true
         } else {
@@ -105,6 +113,7 @@ impl SpokePools {
     }
 
     /// The blocks known for the pool; None until listed.
+    #[cfg(test)]
     pub fn blocks(&self, key: &PoolKey) -> Option<Vec<IpNet>> {
         lock(&self.pools).get(key)?.blocks.clone()
     }
@@ -120,6 +129,20 @@ impl SpokePools {
     /// The spoke pool's spec as written (not limited to its blocks).
     pub fn spec(&self, key: &PoolKey) -> Option<crate::api::IPPoolSpec> {
         Some(lock(&self.pools).get(key)?.seen.as_ref()?.spec.clone())
+    }
+
+    /// Records what keeps the pool's session from the hub (None: nothing). True when it changed.
+    pub fn set_problem(&self, key: &PoolKey, problem: Option<String>) -> bool {
+        let mut pools = lock(&self.pools);
+        let Some(spoke) = pools.get_mut(key) else { return false };
+        let changed = spoke.problem != problem;
+        spoke.problem = problem;
+        changed
+    }
+
+    /// What keeps the pool's session from the hub, if anything.
+    pub fn problem(&self, key: &PoolKey) -> Option<String> {
+        lock(&self.pools).get(key)?.problem.clone()
     }
 
     /// Resolves each time a spoke pool appears, changes hub or goes.

@@ -249,7 +249,11 @@ fn a_spoke_pool_hands_out_only_addresses_of_its_blocks_and_keeps_a_block_someone
     spoke.spec.hub = Some(Box::new(crate::api::hub::HubSource {
         kubeconfig_secret: "hub".into(),
         namespace: "spoke-a".into(),
-        pool: crate::api::hub::HubPoolReference { kind: "GlobalInClusterIPPool".into(), name: "shared".into(), namespace: None },
+        pool: crate::api::hub::HubPoolReference {
+            kind: "GlobalInClusterIPPool".into(),
+            name: "shared".into(),
+            namespace: None,
+        },
         block_size: None,
     }));
     pools.apply(&Event::Apply(spoke));

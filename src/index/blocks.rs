@@ -10,6 +10,14 @@ use super::{AllocError, HolderKey, Index, PoolKey, Trigger};
 use crate::allocator::Family;
 use crate::sync::lock;
 
+/// One family of a pool: its free and used addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Room {
+    pub family: Family,
+    pub free: u128,
+    pub used: u128,
+}
+
 impl Index {
     /// Leases a free block of `pool` to `holder` (an `AddressBlock`), or the `requested` one.
     pub fn lease_block(
@@ -60,15 +68,29 @@ impl Index {
             .unwrap_or_default()
     }
 
-    /// Free addresses of each family of `pool`, and how many claims wait for it.
-    pub fn room(&self, pool: &PoolKey) -> (Vec<(Family, u128)>, usize) {
+    /// Each family of `pool` with its free and used addresses, and how many claims wait for it.
+    pub fn room(&self, pool: &PoolKey) -> (Vec<Room>, usize) {
         let Some(slot) = self.existing_slot(pool) else { return (Vec::new(), 0) };
         let slot = lock(&slot);
-        let free = slot
+        let rooms = slot
             .allocators()
-            .map(|families| families.iter().map(|f| (f.family(), f.counts().free)).collect())
+            .map(|families| {
+                families
+                    .iter()
+                    .map(|f| {
+                        let counts = f.counts();
+                        Room { family: f.family(), free: counts.free, used: counts.used }
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
-        (free, slot.waiting_count())
+        (rooms, slot.waiting_count())
+    }
+
+    /// The addresses held in `pool` that its allocators do not hand out (on a spoke: held
+    /// addresses outside every block it knows).
+    pub fn outside(&self, pool: &PoolKey) -> Vec<IpAddr> {
+        self.existing_slot(pool).map(|slot| lock(&slot).out_of_range()).unwrap_or_default()
     }
 
     /// Whether a claim or an `IPAddress` of `pool` holds an address of `block`.

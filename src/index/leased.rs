@@ -84,7 +84,11 @@ mod tests {
     use crate::index::build_allocators;
 
     fn spec(addresses: &[&str]) -> IPPoolSpec {
-        IPPoolSpec { addresses: addresses.iter().map(|a| (*a).to_owned()).collect(), prefix: 24, ..IPPoolSpec::default() }
+        IPPoolSpec {
+            addresses: addresses.iter().map(|a| (*a).to_owned()).collect(),
+            prefix: 24,
+            ..IPPoolSpec::default()
+        }
     }
 
     fn allocatable(spec: &IPPoolSpec) -> u128 {

@@ -28,14 +28,15 @@ use tokio::sync::{mpsc, watch};
 
 use crate::sync::{lock, read, write};
 
+pub use blocks::Room;
 pub use entry::{AllocError, HoldKind, PoolEntry, Request};
 pub use keys::{HolderKey, PoolKey, PoolKind};
+pub use leased::within_blocks;
 pub use lookup::AddressState;
 use registry::Registry;
 pub use registry::share_addresses;
 pub use report::{FamilyReport, PoolReport};
 pub use reservations::{ClaimMatch, ClaimOwner, Reserved};
-pub use leased::within_blocks;
 pub use spec::{PoolSpec, build_allocators, build_prefix_allocator, family_settings};
 
 /// What the index asks the controllers to look at again.

@@ -72,6 +72,14 @@ impl PoolSpec {
         }
     }
 
+    /// The hub a spoke pool leases its addresses from, if it is one.
+    pub fn hub(&self) -> Option<&crate::api::hub::HubSource> {
+        match self {
+            PoolSpec::Addresses(spec) => spec.hub.as_deref(),
+            PoolSpec::Prefixes(_) => None,
+        }
+    }
+
     /// Whether the pool hands out two families.
     pub fn is_dual_stack(&self) -> bool {
         matches!(self, PoolSpec::Addresses(spec) if spec.dual_stack.is_some())

@@ -130,6 +130,7 @@ pub async fn run(flags: RunFlags) -> anyhow::Result<()> {
         fence: connection.fence.clone(),
         listing: Listing { page_size: flags.list_page_size, streaming: flags.initial_list == InitialList::Streaming },
         control_plane_vip_disabled: !flags.control_plane_vip,
+        own_namespace: lease_namespace(&flags),
     };
 
     let others = if flags.other_provider_check { flags.other_provider_lease.clone() } else { Vec::new() };

@@ -13,7 +13,7 @@ use crate::api::capi::IPAddressClaim;
 use crate::api::conditions::ClaimReason;
 use crate::api::keys::{PROTECT_ADDRESS_FINALIZER, RELEASE_ADDRESS_FINALIZER};
 use crate::contract::status::{self, Readiness};
-use crate::contract::{Gate, Target, belongs_to, gate, passed_over, refusal, request_of, tenancy};
+use crate::contract::{Gate, Target, belongs_to, gate, passed_over, refusal, request_of, tenancy, waiting_for_hub};
 use crate::controller::context::Context;
 use crate::index::{AllocError, HolderKey, PoolKey};
 use crate::metrics::PoolLabels;
@@ -55,7 +55,12 @@ pub fn try_take(loaded: &Loaded, pool: &ReadyPool, ctx: &Context) -> Result<Resu
 /// Like [`try_take`], with the pool's refusal as the claim's `Ready` reason.
 pub fn take(loaded: &Loaded, pool: &ReadyPool, ctx: &Context) -> Result<IpAddr, Unfulfilled> {
     try_take(loaded, pool, ctx)?.map_err(|error| {
-        let (reason, message) = refusal(&error, &pool.key);
+        let (reason, message) = match (&error, pool.spec.hub()) {
+            (AllocError::Exhausted(_), Some(hub)) => {
+                waiting_for_hub(&pool.key, hub, ctx.caches.spokes.problem(&pool.key).as_deref())
+            }
+            _ => refusal(&error, &pool.key),
+        };
         Unfulfilled::NotReady { reason, message }
     })
 }

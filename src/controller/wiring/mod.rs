@@ -3,6 +3,7 @@
 //! the router of the index's triggers); [`Term::run`] puts them together.
 
 mod addresses;
+mod blocks;
 mod claims;
 mod clusters;
 mod namespaces;
@@ -22,6 +23,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tracing::warn;
 
 use crate::api::{GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
+use crate::controller::hub::spoke::Spokes;
 use crate::feed::SpokePools;
 use crate::health::Health;
 use crate::index::Index;
@@ -82,7 +84,8 @@ impl Term {
             }
             Some(_) => (None, None),
         };
-        let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref(), namespaces));
+        let spokes = SpokePools::new(index.clone());
+        let ctx = Arc::new(self.context(&index, addresses, &claims, clusters.as_ref(), namespaces, &spokes));
         let (routes, router) = router::route(index_triggers, claims.triggers.clone());
 
         let cluster_controller = match clusters {
@@ -93,7 +96,6 @@ impl Term {
             None => future::Either::Right(future::ready(())),
         };
         let claim_controller = claims.controller(self, ctx.clone(), shutdown.clone());
-        let spokes = SpokePools::new(index.clone());
         let pools = pools::PoolControllers {
             term: self,
             index: &index,
@@ -108,14 +110,27 @@ impl Term {
         let in_cluster_prefix = pools.of_kind::<InClusterPrefixPool>(true, gate.listing(), routes.in_cluster_prefix);
         let global_prefix =
             pools.of_kind::<GlobalInClusterPrefixPool>(manage_global, gate.listing(), routes.global_prefix);
+        // A hub grants blocks of its shared pools; its index waits for the blocks granted.
+        let hub = (self.versions.blocks && self.settings.namespace.is_none())
+            .then(|| blocks::grant(self, &index, ctx.clone(), gate.listing(), shutdown.clone()));
         gate.close();
+        let spoke_sessions = Spokes {
+            spokes: spokes.clone(),
+            index: index.clone(),
+            local: self.client.clone(),
+            own_namespace: self.settings.own_namespace.clone(),
+            fence: self.settings.fence.clone(),
+        }
+        .run();
 
         // The controllers end on shutdown; the watches and the router end with them.
         let pools = future::join4(in_cluster, global, in_cluster_prefix, global_prefix);
         let controllers = future::join(claim_controller, pools);
         let namespace_watch = future::OptionFuture::from(namespace_watch);
+        let hub = future::join(future::OptionFuture::from(hub), spoke_sessions);
         let upkeep = self.upkeep(&index, claims_reviewed, &ctx);
-        let watches = future::join5(address_watch, cluster_controller, router, namespace_watch, upkeep);
+        let watches =
+            future::join5(address_watch, cluster_controller, router, namespace_watch, future::join(upkeep, hub));
         tokio::select! {
             _ = controllers => {}
             _ = watches => warn!("a watch ended unexpectedly"),
@@ -131,6 +146,7 @@ impl Term {
         claims: &claims::ClaimWatch,
         clusters: Option<&clusters::ClusterWatch>,
         namespaces: Option<NamespaceLabels>,
+        spokes: &SpokePools,
     ) -> Context {
         let reporter = Reporter { controller: "ferro-ipam".into(), instance: self.settings.instance.clone() };
         Context {
@@ -149,6 +165,7 @@ impl Term {
                 claims: claims.store.clone(),
                 clusters: clusters.map(|c| c.store.clone()),
                 namespaces,
+                spokes: spokes.clone(),
                 providers: crate::client::providers::Providers::new(self.client.clone()),
             },
             report: Report {

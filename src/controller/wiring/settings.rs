@@ -37,6 +37,9 @@ pub struct Settings {
     pub listing: Listing,
     /// The control-plane VIP controller does not run (`--control-plane-vip=false`).
     pub control_plane_vip_disabled: bool,
+    /// The namespace ferro-ipam runs in (that of its leader-election Lease): spoke pools read
+    /// the hub's kubeconfig from Secrets there.
+    pub own_namespace: String,
 }
 
 /// How every watch lists what exists: at start, and again after a failure.

@@ -94,9 +94,7 @@ impl PoolEntry {
     /// The addresses of `block` that other holders (claims, objects, other blocks) hold.
     fn leased_elsewhere(&self, holder: &HolderKey, block: IpNet) -> Vec<IpAddr> {
         let others: Vec<IpNet> = self.leased.iter().filter(|(h, _)| *h != holder).map(|(_, b)| *b).collect();
-        addresses_of(block)
-            .filter(|ip| self.users_of(*ip) > 0 || others.iter().any(|b| b.contains(ip)))
-            .collect()
+        addresses_of(block).filter(|ip| self.users_of(*ip) > 0 || others.iter().any(|b| b.contains(ip))).collect()
     }
 
     fn mark_block(&mut self, block: IpNet) {
@@ -190,8 +188,14 @@ mod tests {
 
     #[test]
     fn a_block_at_an_aligned_start_has_the_prefix_of_its_size() {
-        assert_eq!(block_at(Family::V4, value("10.0.0.16".parse().unwrap()), 16), Some("10.0.0.16/28".parse().unwrap()));
-        assert_eq!(block_at(Family::V6, value("fd00::100".parse().unwrap()), 256), Some("fd00::100/120".parse().unwrap()));
+        assert_eq!(
+            block_at(Family::V4, value("10.0.0.16".parse().unwrap()), 16),
+            Some("10.0.0.16/28".parse().unwrap())
+        );
+        assert_eq!(
+            block_at(Family::V6, value("fd00::100".parse().unwrap()), 256),
+            Some("fd00::100/120".parse().unwrap())
+        );
         assert_eq!(addresses_of("10.0.0.4/30".parse().unwrap()).count(), 4);
         assert_eq!(block_size("10.0.0.0/28".parse().unwrap()), 16);
     }
