@@ -131,6 +131,7 @@ async fn full_scenario(s: &Scope) {
     assert!(events.iter().any(|(t, reason, _)| t == "Warning" && reason == "PoolExhausted"), "{events:?}");
 
     vip_comes_and_goes(s, "10.110.30", true).await;
+    hub_and_spoke_rights(s).await;
     release(s, &["c1", "c2", "adopted", "g0", "p0", "gp0"]).await;
     s.pools().delete("nodes", &DeleteParams::default()).await.unwrap();
     s.global_pools().delete(&global, &DeleteParams::default()).await.unwrap();
@@ -144,6 +145,45 @@ async fn full_scenario(s: &Scope) {
     })
     .await
     .unwrap();
+}
+
+/// The rights of a hub and of a spoke: a block asked for in a spoke namespace is granted from a
+/// shared pool (its status patched); a spoke pool reads its hub kubeconfig Secret in the
+/// provider's own namespace (missing here: the read is what needs the right).
+async fn hub_and_spoke_rights(s: &Scope) {
+    let shared = s.global_name("shared");
+    let labels = json!({"metadata": {"labels": {ferro_ipam::api::hub::SPOKE_LABEL: "rbac"}}});
+    Api::<Namespace>::all(s.client.clone())
+        .patch(&s.ns, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&labels))
+        .await
+        .unwrap();
+    s.create(json!({
+        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "GlobalInClusterIPPool",
+        "metadata": {"name": shared, "labels": {ferro_ipam::api::hub::SHARED_LABEL: "true"}},
+        "spec": {"addresses": ["10.62.0.0/24"], "prefix": 24},
+    }))
+    .await
+    .unwrap();
+    s.create(json!({
+        "apiVersion": "hub.ferro-ipam.dev/v1alpha1", "kind": "AddressBlock", "metadata": {"name": "b0"},
+        "spec": {"pool": {"kind": "GlobalInClusterIPPool", "name": shared}, "family": "IPv4", "size": 16},
+    }))
+    .await
+    .unwrap();
+    let blocks: Api<ferro_ipam::api::hub::AddressBlock> = Api::namespaced(s.client.clone(), &s.ns);
+    s.eventually("the hub grants the block", PROMPTLY, || async {
+        blocks.get("b0").await.ok().and_then(|b| b.status?.cidr).is_some()
+    })
+    .await
+    .unwrap();
+    let hub = json!({"kubeconfigSecret": "no-such-secret", "namespace": "spoke-rbac", "pool": {"kind": "GlobalInClusterIPPool", "name": shared}});
+    s.pool("spoke", json!({"addresses": ["10.62.0.0/24"], "prefix": 24, "hub": hub})).await.unwrap();
+    s.claim("spoke-claim", "InClusterIPPool", "spoke").await.unwrap();
+    s.wait_reason("spoke-claim", "WaitingForHub", PROMPTLY).await.unwrap();
+    s.delete_claim("spoke-claim").await.unwrap();
+    s.pools().delete("spoke", &DeleteParams::default()).await.unwrap();
+    blocks.delete("b0", &DeleteParams::default()).await.unwrap();
+    s.global_pools().delete(&shared, &DeleteParams::default()).await.unwrap();
 }
 
 /// A scrape, as Prometheus makes it (the provider reviews the token with the API server); then

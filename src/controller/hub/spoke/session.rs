@@ -57,6 +57,16 @@ pub struct Session {
     pub fence: Fence,
 }
 
+/// How a connection to the hub ended.
+enum Ended {
+    /// The pool is gone and its blocks are returned.
+    Done,
+    /// No client of the hub could be made (the Secret or the kubeconfig in it).
+    Unconfigured(String),
+    /// The connection was lost.
+    Lost(String),
+}
+
 /// What a session remembers between steps.
 #[derive(Default)]
 struct State {
@@ -127,14 +137,14 @@ impl Session {
     /// Runs until the spoke pool is gone and its blocks are returned (or the term ends).
     pub async fn run(self) {
         loop {
-            let problem = self.serve().await;
-            match problem {
-                None => return,
-                Some(problem) => {
-                    warn!(pool = %self.key, hub = %self.hub_name(), "{problem}; connecting again in {RECONNECT:?}");
-                    self.spokes.set_problem(&self.key, Some(problem));
-                }
-            }
+            let problem = match self.serve().await {
+                Ended::Done => return,
+                // A pool gone whose hub was never reached: there is nothing to return.
+                Ended::Unconfigured(_) if self.spokes.spec(&self.key).is_none() => return,
+                Ended::Unconfigured(problem) | Ended::Lost(problem) => problem,
+            };
+            warn!(pool = %self.key, hub = %self.hub_name(), "{problem}; connecting again in {RECONNECT:?}");
+            self.spokes.set_problem(&self.key, Some(problem));
             tokio::time::sleep(RECONNECT).await;
         }
     }
@@ -147,14 +157,13 @@ impl Session {
         }
     }
 
-    /// One connection to the hub. None when the pool is gone and its blocks returned; else why
-    /// the connection ended.
-    async fn serve(&self) -> Option<String> {
+    /// One connection to the hub, until the pool is gone and its blocks returned, or why not.
+    async fn serve(&self) -> Ended {
         let hub = match super::connect::hub_client(&self.local, &self.own_namespace, &self.source, self.fence.clone())
             .await
         {
             Ok(hub) => hub,
-            Err(problem) => return Some(problem),
+            Err(problem) => return Ended::Unconfigured(problem),
         };
         let api: Api<AddressBlock> = Api::namespaced(hub.clone(), &self.source.namespace);
         let selector = format!("{SPOKE_POOL_LABEL}={}", pool_label(&self.key));
@@ -170,7 +179,7 @@ impl Session {
         loop {
             tokio::select! {
                 event = events.next() => match event {
-                    None => return Some("the watch of the hub's AddressBlocks ended".to_owned()),
+                    None => return Ended::Lost("the watch of the hub's AddressBlocks ended".to_owned()),
                     Some(Err(error)) => {
                         state.failure = Some(format!("watching AddressBlocks in the hub's namespace {}: {error}", self.source.namespace));
                     }
@@ -186,7 +195,7 @@ impl Session {
             if state.listed && self.step(&api, &hub, &store, &mut state).await {
                 info!(pool = %self.key, "spoke pool gone and its blocks returned: session ended");
                 self.spokes.set_problem(&self.key, None);
-                return None;
+                return Ended::Done;
             }
         }
     }
