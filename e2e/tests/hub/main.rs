@@ -9,6 +9,7 @@
 //! - `rbac`: the spoke's credentials in the hub may keep blocks and its Lease in its own
 //!   namespace, and nothing else.
 //! - `unreachable`: a claim of a spoke pool whose hub cannot be reached waits, `WaitingForHub`.
+//! - `refusals`: the hub grants no block outside a spoke's namespace, nor of a pool not shared.
 //!
 //! The three planes and their providers are started once (`fleet::fleet`) and shared by the tests.
 //! `make test-hub` runs them; the logs stay in each plane's directory, named in the output.
@@ -16,6 +17,7 @@
 mod fleet;
 mod look;
 mod rbac;
+mod refusals;
 mod report;
 mod shared;
 mod unreachable;
@@ -41,6 +43,10 @@ pub const SPOKE_LEASE_FRESH: Duration = Duration::from_secs(60);
 pub const WAITING_FOR_HUB_WITHIN: Duration = Duration::from_secs(60);
 /// ... and gets no address for this long afterwards.
 pub const STAYS_WAITING_FOR: Duration = Duration::from_secs(5);
+/// The hub says why it does not grant a block (`Granted=False`) within this, and never grants it.
+pub const REFUSED_WITHIN: Duration = Duration::from_secs(20);
+/// ... and is still not granted this long after it said so.
+pub const STILL_REFUSED_FOR: Duration = Duration::from_secs(4);
 /// How long a ferro-ipam may take to become ready.
 pub const PROVIDER_READY_WITHIN: Duration = Duration::from_secs(60);
 /// How often progress is looked at while waiting.
