@@ -259,7 +259,11 @@ fn a_spoke_pool_hands_out_only_addresses_of_its_blocks_and_keeps_a_block_someone
     pools.apply(&Event::Apply(spoke));
     let key = PoolKey::in_cluster("ns", "p");
     let claim = HolderKey::new("ns", "c");
-    assert!(index.allocate(&key, &claim, Request::default()).is_err(), "no block is known yet: nothing is allocatable");
+    assert_eq!(
+        index.allocate(&key, &claim, Request::default()),
+        Err(crate::index::AllocError::Exhausted(crate::allocator::Family::V4)),
+        "no block is known yet: nothing is allocatable, and the pool is not invalid for it"
+    );
 
     let block: ipnet::IpNet = "10.0.0.16/28".parse().unwrap();
     spokes.set_blocks(&key, vec![block]);

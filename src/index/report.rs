@@ -42,6 +42,8 @@ pub struct PoolReport {
     pub held: usize,
     /// The pool hands out sub-prefixes (a prefix pool).
     pub hands_out_prefixes: bool,
+    /// A spoke pool: it hands out the addresses of the blocks its hub leased to it.
+    pub leased: bool,
     /// Pools sharing this one's address space whose ranges intersect its own.
     pub overlaps: Vec<PoolKey>,
     /// Holders of the `IPAddress` objects that record this pool's addresses.
@@ -65,6 +67,7 @@ impl PoolReport {
             remembered: entry.remembered(),
             object_holders: entry.object_holders(),
             reservations: entry.reservation_holders(),
+            leased: entry.spec().and_then(|spec| spec.hub()).is_some(),
             ..PoolReport::default()
         };
         match entry.allocators() {

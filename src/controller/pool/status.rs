@@ -104,6 +104,22 @@ fn troubled(report: &PoolReport) -> Option<Readiness> {
 /// which fields to change.
 fn capacity(report: &PoolReport) -> Readiness {
     let totals = report.totals();
+    if report.leased && totals.free == 0 {
+        let message = match totals.total {
+            0 => "no block is leased from the hub yet: blocks are asked for as claims come".to_owned(),
+            total => {
+                format!("all {total} addresses of the blocks leased from the hub are allocated: more are asked for")
+            }
+        };
+        return (true, PoolReason::Exhausted, message);
+    }
+    if report.leased {
+        return (
+            true,
+            PoolReason::Valid,
+            format!("{} of {} addresses of the blocks leased from the hub free", totals.free, totals.total),
+        );
+    }
     if totals.total == 0 && report.hands_out_prefixes {
         return (
             false,

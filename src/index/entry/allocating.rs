@@ -108,13 +108,17 @@ impl PoolEntry {
     /// overlapping pools: `address` when the claim asks for one, else the strategy's next.
     fn take_free(&mut self, family: Family, address: Option<IpAddr>) -> Result<IpAddr, AllocError> {
         let (registry, key, foreign) = (&self.registry, &self.key, &mut self.foreign);
-        let pool = match &mut self.state {
-            PoolState::Ready { allocators, .. } => allocators.iter_mut().find(|p| p.family() == family),
-            _ => None,
-        }
-        .ok_or(AllocError::FamilyNotInPool(family))?;
+        let (pool, leased) = match &mut self.state {
+            PoolState::Ready { allocators, spec, .. } => {
+                (allocators.iter_mut().find(|p| p.family() == family), spec.hub().is_some())
+            }
+            _ => (None, false),
+        };
+        let pool = pool.ok_or(AllocError::FamilyNotInPool(family))?;
         match address {
             Some(ip) => take_requested(pool, registry, key, ip),
+            // A spoke pool with no block is not invalid: it waits for one.
+            None if leased && pool.counts().total == 0 => Err(AllocError::Exhausted(family)),
             None => take_next(pool, registry, key, foreign),
         }
     }
