@@ -76,6 +76,50 @@ pub struct ErrorLabels {
     pub error: String,
 }
 
+/// Labels of a hub pool's blocks leased to one spoke (its namespace in the hub).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SpokeLabels {
+    pub kind: String,
+    pub namespace: String,
+    pub pool: String,
+    pub spoke: String,
+}
+
+/// What a spoke asks of its hub.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[expect(
+    non_camel_case_types,
+    reason = "EncodeLabelValue writes a variant's name as the label value, and the values are snake_case"
+)]
+pub enum HubOperation {
+    /// Reading the Secret and building the hub's client.
+    connect,
+    /// The watch of the pool's blocks.
+    watch,
+    /// Asking for a block.
+    ask,
+    /// Returning a block.
+    give_back,
+    /// Renewing the spoke's Lease.
+    heartbeat,
+}
+
+/// Labels of a spoke pool's round trips to its hub.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HubRequestLabels {
+    pub kind: String,
+    pub namespace: String,
+    pub pool: String,
+    pub operation: HubOperation,
+    pub result: String,
+}
+
+/// Labels of the latency of a spoke's round trips, per operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HubOperationLabels {
+    pub operation: HubOperation,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
@@ -111,6 +155,15 @@ pub struct Metrics {
     pub claims_waiting: Gauge,
     pub leader: Gauge,
     pub misconfigured: Family<ProblemLabels, Gauge>,
+    /// On a hub: blocks of a shared pool leased to each spoke.
+    pub hub_blocks: Family<SpokeLabels, Gauge>,
+    /// On a spoke: round trips to the hub, by operation and result (`ok` or `error`).
+    pub hub_requests: Family<HubRequestLabels, Counter>,
+    pub hub_request_duration: Family<HubOperationLabels, Histogram, Buckets>,
+    /// On a spoke: 1 while the pool's session reaches its hub, 0 while it does not.
+    pub hub_reachable: Family<PoolLabels, Gauge>,
+    /// The spokes each hub pool has a `hub_blocks` series for, to drop those that went.
+    hub_spokes: std::sync::Mutex<std::collections::HashMap<PoolKey, Vec<String>>>,
     controller_runtime: ControllerRuntime,
 }
 
@@ -139,6 +192,11 @@ impl Metrics {
             claims_waiting: Gauge::default(),
             leader: Gauge::default(),
             misconfigured: Family::default(),
+            hub_blocks: Family::default(),
+            hub_requests: Family::default(),
+            hub_request_duration: Family::new_with_constructor(Buckets(RECONCILE_BUCKETS)),
+            hub_reachable: Family::default(),
+            hub_spokes: std::sync::Mutex::default(),
             controller_runtime: ControllerRuntime::new(),
             registry: Registry::default(),
         };
@@ -150,6 +208,7 @@ impl Metrics {
         registry.register("build_info", "Build of the running binary (always 1)", build);
         metrics.register_allocation(registry);
         metrics.register_controllers(registry);
+        metrics.register_hub(registry);
         Metrics { registry: root, ..metrics }
     }
 
@@ -226,6 +285,67 @@ impl Metrics {
         );
     }
 
+    /// Pools shared through a hub: blocks per spoke on the hub, round trips on a spoke.
+    fn register_hub(&self, registry: &mut Registry) {
+        registry.register(
+            "hub_blocks",
+            "On a hub: address blocks of a shared pool leased to a spoke (by the spoke's namespace)",
+            self.hub_blocks.clone(),
+        );
+        registry.register(
+            "hub_requests",
+            "On a spoke: requests to the hub, by operation and result",
+            self.hub_requests.clone(),
+        );
+        registry.register_with_unit(
+            "hub_request_duration",
+            "On a spoke: duration of requests to the hub, by operation",
+            prometheus_client::registry::Unit::Seconds,
+            self.hub_request_duration.clone(),
+        );
+        registry.register(
+            "hub_reachable",
+            "On a spoke: 1 while a spoke pool's session reaches its hub, 0 while it does not",
+            self.hub_reachable.clone(),
+        );
+    }
+
+    /// Counts one round trip of a spoke pool to its hub.
+    pub fn hub_request(&self, key: &PoolKey, operation: HubOperation, took: Duration, ok: bool) {
+        let pool = PoolLabels::of(key);
+        let labels = HubRequestLabels {
+            kind: pool.kind,
+            namespace: pool.namespace,
+            pool: pool.pool,
+            operation,
+            result: if ok { "ok" } else { "error" }.to_owned(),
+        };
+        self.hub_requests.get_or_create(&labels).inc();
+        self.hub_request_duration.get_or_create(&HubOperationLabels { operation }).observe(took.as_secs_f64());
+    }
+
+    /// Publishes a hub pool's blocks per spoke; spokes that hold none any more lose their series.
+    pub fn set_hub_blocks(&self, key: &PoolKey, per_spoke: &[(String, usize)]) {
+        let pool = PoolLabels::of(key);
+        let labels = |spoke: &str| SpokeLabels {
+            kind: pool.kind.clone(),
+            namespace: pool.namespace.clone(),
+            pool: pool.pool.clone(),
+            spoke: spoke.to_owned(),
+        };
+        let mut known = crate::sync::lock(&self.hub_spokes);
+        let before = known.remove(key).unwrap_or_default();
+        for gone in before.iter().filter(|s| !per_spoke.iter().any(|(spoke, _)| spoke == *s)) {
+            self.hub_blocks.remove(&labels(gone));
+        }
+        for (spoke, blocks) in per_spoke {
+            self.hub_blocks.get_or_create(&labels(spoke)).set(i64::try_from(*blocks).unwrap_or(i64::MAX));
+        }
+        if !per_spoke.is_empty() {
+            known.insert(key.clone(), per_spoke.iter().map(|(spoke, _)| spoke.clone()).collect());
+        }
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -258,6 +378,7 @@ impl Metrics {
         self.pool_conflicts.get_or_create(&pool).set(report.conflicts.len() as i64);
         self.pool_overlaps.get_or_create(&pool).set(report.overlaps.len() as i64);
         self.pool_unclaimed.get_or_create(&pool).set(report.unclaimed.len() as i64);
+        self.set_hub_blocks(key, &report.blocks_by_spoke);
     }
 
     /// Drops every series of a deleted pool.
@@ -280,6 +401,8 @@ impl Metrics {
         self.allocations.remove(&pool);
         self.releases.remove(&pool);
         self.exhaustions.remove(&pool);
+        self.set_hub_blocks(key, &[]);
+        self.hub_reachable.remove(&pool);
     }
 
     /// A replica that lost the lease stops reporting what only the leader knows: its pool
@@ -291,6 +414,9 @@ impl Metrics {
         self.pool_conflicts.clear();
         self.pool_overlaps.clear();
         self.pool_unclaimed.clear();
+        self.hub_blocks.clear();
+        crate::sync::lock(&self.hub_spokes).clear();
+        self.hub_reachable.clear();
         self.claims_waiting.set(0);
         self.reconciles_in_flight.clear();
     }

@@ -17,6 +17,9 @@ fn busy_metrics() -> Metrics {
     }
     metrics.reconciles_in_flight.get_or_create(&ControllerLabels { controller: "claim".into() }).inc();
     metrics.reconciled("claim", std::time::Duration::from_millis(2), Some("api"));
+    metrics.set_hub_blocks(&key, &[("spoke-a".to_owned(), 2)]);
+    metrics.hub_request(&key, ferro_ipam::metrics::HubOperation::ask, std::time::Duration::from_millis(3), true);
+    metrics.hub_reachable.get_or_create(&PoolLabels::of(&key)).set(1);
     metrics
 }
 

@@ -44,6 +44,8 @@ pub struct PoolReport {
     pub hands_out_prefixes: bool,
     /// A spoke pool: it hands out the addresses of the blocks its hub leased to it.
     pub leased: bool,
+    /// A hub pool: the blocks leased to each spoke, by the spoke's namespace in the hub.
+    pub blocks_by_spoke: Vec<(String, usize)>,
     /// Pools sharing this one's address space whose ranges intersect its own.
     pub overlaps: Vec<PoolKey>,
     /// Holders of the `IPAddress` objects that record this pool's addresses.
@@ -57,6 +59,15 @@ pub struct PoolReport {
     pub reservations: Vec<(Reserved, Vec<HolderKey>)>,
 }
 
+/// The blocks of a hub pool leased to each spoke, by namespace, in order.
+fn blocks_by_spoke(entry: &PoolEntry) -> Vec<(String, usize)> {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for (holder, _) in entry.leased_blocks() {
+        *counts.entry(holder.namespace.to_string()).or_default() += 1;
+    }
+    counts.into_iter().collect()
+}
+
 impl PoolReport {
     pub fn of(entry: &PoolEntry) -> PoolReport {
         let mut report = PoolReport {
@@ -68,6 +79,7 @@ impl PoolReport {
             object_holders: entry.object_holders(),
             reservations: entry.reservation_holders(),
             leased: entry.spec().and_then(|spec| spec.hub()).is_some(),
+            blocks_by_spoke: blocks_by_spoke(entry),
             ..PoolReport::default()
         };
         match entry.allocators() {

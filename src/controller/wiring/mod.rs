@@ -120,6 +120,7 @@ impl Term {
             local: self.client.clone(),
             own_namespace: self.settings.own_namespace.clone(),
             fence: self.settings.fence.clone(),
+            metrics: self.metrics.clone(),
         }
         .run();
 

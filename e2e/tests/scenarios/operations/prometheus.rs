@@ -124,6 +124,9 @@ async fn traffic(s: &Scope, global: &str, pause: Duration) {
     // 27 of the 29 addresses of `nodes` in use; the 4th claim of `small` waits.
     s.wait_allocated("nodes-26", PROMPTLY).await.unwrap();
     s.wait_reason("small-3", "PoolExhausted", PROMPTLY).await.unwrap();
+    // A spoke pool whose hub kubeconfig Secret does not exist: it cannot reach its hub.
+    let hub = json!({"kubeconfigSecret": "no-such-secret", "namespace": "spoke", "pool": {"kind": "GlobalInClusterIPPool", "name": "shared"}});
+    s.pool("spoke", json!({"addresses": ["10.123.0.0/24"], "prefix": 24, "hub": hub})).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -23,6 +23,7 @@ pub struct Spokes {
     pub local: Client,
     pub own_namespace: String,
     pub fence: Fence,
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 impl Spokes {
@@ -45,6 +46,7 @@ impl Spokes {
                     local: self.local.clone(),
                     own_namespace: self.own_namespace.clone(),
                     fence: self.fence.clone(),
+                    metrics: self.metrics.clone(),
                 };
                 running.insert(key, sessions.spawn(session.run()));
             }

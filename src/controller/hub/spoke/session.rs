@@ -30,6 +30,7 @@ use crate::api::hub::{AddressBlock, AddressBlockSpec, BlockFamily, HubSource, SP
 use crate::client::Fence;
 use crate::feed::{SpokePools, granted};
 use crate::index::{Index, PoolKey, Room};
+use crate::metrics::{HubOperation, Metrics, PoolLabels};
 
 /// How often the session looks at its pool's room, besides every watch event.
 const TICK: Duration = Duration::from_millis(200);
@@ -55,6 +56,7 @@ pub struct Session {
     pub local: Client,
     pub own_namespace: String,
     pub fence: Fence,
+    pub metrics: Arc<Metrics>,
 }
 
 /// How a connection to the hub ended.
@@ -149,6 +151,11 @@ impl Session {
         }
     }
 
+    /// Publishes whether the session reaches the hub now.
+    fn reachable(&self, reachable: bool) {
+        self.metrics.hub_reachable.get_or_create(&PoolLabels::of(&self.key)).set(i64::from(reachable));
+    }
+
     fn hub_name(&self) -> String {
         let pool = &self.source.pool;
         match &pool.namespace {
@@ -159,11 +166,16 @@ impl Session {
 
     /// One connection to the hub, until the pool is gone and its blocks returned, or why not.
     async fn serve(&self) -> Ended {
-        let hub = match super::connect::hub_client(&self.local, &self.own_namespace, &self.source, self.fence.clone())
-            .await
-        {
+        let started = Instant::now();
+        let connected =
+            super::connect::hub_client(&self.local, &self.own_namespace, &self.source, self.fence.clone()).await;
+        self.metrics.hub_request(&self.key, HubOperation::connect, started.elapsed(), connected.is_ok());
+        let hub = match connected {
             Ok(hub) => hub,
-            Err(problem) => return Ended::Unconfigured(problem),
+            Err(problem) => {
+                self.reachable(false);
+                return Ended::Unconfigured(problem);
+            }
         };
         let api: Api<AddressBlock> = Api::namespaced(hub.clone(), &self.source.namespace);
         let selector = format!("{SPOKE_POOL_LABEL}={}", pool_label(&self.key));
@@ -181,6 +193,7 @@ impl Session {
                 event = events.next() => match event {
                     None => return Ended::Lost("the watch of the hub's AddressBlocks ended".to_owned()),
                     Some(Err(error)) => {
+                        self.metrics.hub_request(&self.key, HubOperation::watch, Duration::ZERO, false);
                         state.failure = Some(format!("watching AddressBlocks in the hub's namespace {}: {error}", self.source.namespace));
                     }
                     Some(Ok(event)) => {
@@ -263,6 +276,7 @@ impl Session {
         }
         self.delete_returning(api, state).await;
         self.heartbeat(hub, state).await;
+        self.reachable(state.failure.is_none());
         problems.extend(state.failure.clone());
         let problem = (!problems.is_empty()).then(|| problems.join("; "));
         if self.spokes.set_problem(&self.key, problem.clone())
@@ -356,7 +370,15 @@ impl Session {
             .collect();
         for name in due {
             state.returning.insert(name.clone(), Some(Instant::now()));
-            match api.delete(&name, &DeleteParams::default()).await {
+            let started = Instant::now();
+            let deleted = api.delete(&name, &DeleteParams::default()).await;
+            let ok = match &deleted {
+                Ok(_) => true,
+                Err(kube::Error::Api(status)) => status.code == 404,
+                Err(_) => false,
+            };
+            self.metrics.hub_request(&self.key, HubOperation::give_back, started.elapsed(), ok);
+            match deleted {
                 Ok(_) => info!(pool = %self.key, block = %name, "returned a block to the hub"),
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => {
@@ -415,7 +437,10 @@ impl Session {
         };
         let params =
             PostParams { field_manager: Some(crate::api::keys::FIELD_MANAGER.to_owned()), ..PostParams::default() };
-        match api.create(&params, &block).await {
+        let started = Instant::now();
+        let created = api.create(&params, &block).await;
+        self.metrics.hub_request(&self.key, HubOperation::ask, started.elapsed(), created.is_ok());
+        match created {
             Ok(created) => {
                 if cidr.is_none() {
                     state.asked.insert(created.name_any(), (family, Instant::now()));
@@ -447,6 +472,7 @@ impl Session {
             renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
             ..LeaseSpec::default()
         };
+        let started = Instant::now();
         let result = match leases.get_opt(SPOKE_LEASE).await {
             Ok(Some(mut lease)) => {
                 lease.spec = Some(spec);
@@ -461,6 +487,7 @@ impl Session {
             }
             Err(error) => Err(error),
         };
+        self.metrics.hub_request(&self.key, HubOperation::heartbeat, started.elapsed(), result.is_ok());
         if let Err(error) = result {
             debug!(pool = %self.key, error = %crate::client::api_errors::describe(&error), "renewing the spoke's Lease in the hub failed");
         }
