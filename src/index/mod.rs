@@ -496,4 +496,6 @@ impl Index {
 #[cfg(test)]
 mod adoption_tests;
 #[cfg(test)]
+mod blocks_tests;
+#[cfg(test)]
 mod tests;
