@@ -122,31 +122,36 @@ impl Fleet {
 
     /// What each ferro-ipam said: its warnings and errors, then the end of its log.
     pub fn logs(&self, lines: usize) -> String {
-        let mut out = String::new();
-        for cluster in self.clusters() {
-            let log = cluster.provider.log_tail(usize::MAX);
-            let notable: Vec<&str> = log
-                .lines()
-                .filter(|l| {
-                    let lower = l.to_ascii_lowercase();
-                    lower.contains("warn") || lower.contains("error") || lower.contains("panic")
-                })
-                .collect();
-            out.push_str(&format!(
-                "\n--- ferro-ipam on {} ({}): {} warning or error lines, the last {}:\n",
-                cluster.name,
-                cluster.provider.process.log.display(),
-                notable.len(),
-                notable.len().min(lines)
-            ));
-            for line in &notable[notable.len().saturating_sub(lines)..] {
-                out.push_str(line);
-                out.push('\n');
-            }
-            out.push_str(&format!("--- the last {lines} lines of it:\n{}", cluster.provider.log_tail(lines)));
-        }
-        out
+        logs(self.clusters(), lines)
     }
+}
+
+/// What the ferro-ipam of each of `clusters` said: its warnings and errors, then the end of its log.
+pub fn logs<'a>(clusters: impl Iterator<Item = &'a Cluster>, lines: usize) -> String {
+    let mut out = String::new();
+    for cluster in clusters {
+        let log = cluster.provider.log_tail(usize::MAX);
+        let notable: Vec<&str> = log
+            .lines()
+            .filter(|l| {
+                let lower = l.to_ascii_lowercase();
+                lower.contains("warn") || lower.contains("error") || lower.contains("panic")
+            })
+            .collect();
+        out.push_str(&format!(
+            "\n--- ferro-ipam on {} ({}): {} warning or error lines, the last {}:\n",
+            cluster.name,
+            cluster.provider.process.log.display(),
+            notable.len(),
+            notable.len().min(lines)
+        ));
+        for line in &notable[notable.len().saturating_sub(lines)..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push_str(&format!("--- the last {lines} lines of it:\n{}", cluster.provider.log_tail(lines)));
+    }
+    out
 }
 
 /// The scripts an operator runs, each one plain kubectl (`e2e/tests/hub/operator/`).

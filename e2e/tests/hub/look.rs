@@ -87,13 +87,13 @@ pub fn block_seen(block: &DynamicObject) -> BlockSeen {
     }
 }
 
-/// Whether an `IPAddress` is of the pool under test (`GlobalInClusterIPPool` `shared`).
-fn of_the_pool(address: &DynamicObject) -> bool {
-    let pool = &address.data["spec"]["poolRef"];
-    pool["kind"] == POOL_KIND && pool["name"] == POOL
+/// Whether an `IPAddress` is of the pool under test (a `GlobalInClusterIPPool` named `pool`).
+fn of_the_pool(address: &DynamicObject, pool: &str) -> bool {
+    let reference = &address.data["spec"]["poolRef"];
+    reference["kind"] == POOL_KIND && reference["name"] == pool
 }
 
-async fn cluster_look(side: &Side<'_>) -> Result<ClusterLook> {
+async fn cluster_look(side: &Side<'_>, pool: &str) -> Result<ClusterLook> {
     let claims = claims(&side.client, &side.claims_namespace)
         .await?
         .iter()
@@ -111,7 +111,7 @@ async fn cluster_look(side: &Side<'_>) -> Result<ClusterLook> {
         .context("listing IPAddresses")?
         .items
         .iter()
-        .filter(|a| of_the_pool(a))
+        .filter(|a| of_the_pool(a, pool))
         .map(|a| AddressSeen {
             namespace: a.namespace().unwrap_or_default(),
             name: a.name_any(),
@@ -128,15 +128,21 @@ async fn cluster_look(side: &Side<'_>) -> Result<ClusterLook> {
     })
 }
 
-/// One look at `sides` and at the hub (`hub`'s client).
+/// One look at `sides` and at the hub (`hub`'s client), for the pool `shared`.
 pub async fn look(sides: &[Side<'_>], hub: &Client) -> Result<SharedLook> {
+    look_at(sides, hub, POOL).await
+}
+
+/// One look at `sides` and at the hub, for the `GlobalInClusterIPPool` `pool` on every side.
+pub async fn look_at(sides: &[Side<'_>], hub: &Client, pool_name: &str) -> Result<SharedLook> {
     let mut clusters = Vec::new();
     for side in sides {
-        clusters.push(cluster_look(side).await.with_context(|| format!("looking at {}", side.cluster.name))?);
+        let look = cluster_look(side, pool_name).await;
+        clusters.push(look.with_context(|| format!("looking at {}", side.cluster.name))?);
     }
     let blocks = blocks(hub, None).await?.iter().map(block_seen).collect();
     let pools: Api<DynamicObject> = Api::all_with(hub.clone(), &global_pools_resource());
-    let pool = pools.get(POOL).await.context("the hub's pool")?;
+    let pool = pools.get(pool_name).await.context("the hub's pool")?;
     let hub_pool = pool.data["spec"]["addresses"].as_array().into_iter().flatten().filter_map(text).collect();
     Ok(SharedLook { clusters, blocks, hub_pool })
 }

@@ -10,10 +10,13 @@
 //!   namespace, and nothing else.
 //! - `unreachable`: a claim of a spoke pool whose hub cannot be reached waits, `WaitingForHub`.
 //! - `refusals`: the hub grants no block outside a spoke's namespace, nor of a pool not shared.
+//! - `docs_page`: the set-up the book's page shows (`docs/shared-pools.md`), run word for word on
+//!   a hub and a spoke of its own, serves the spoke's claims.
 //!
 //! The three planes and their providers are started once (`fleet::fleet`) and shared by the tests.
 //! `make test-hub` runs them; the logs stay in each plane's directory, named in the output.
 
+mod docs_page;
 mod fleet;
 mod look;
 mod rbac;
@@ -47,6 +50,9 @@ pub const STAYS_WAITING_FOR: Duration = Duration::from_secs(5);
 pub const REFUSED_WITHIN: Duration = Duration::from_secs(20);
 /// ... and is still not granted this long after it said so.
 pub const STILL_REFUSED_FOR: Duration = Duration::from_secs(4);
+/// Claims on the spoke the book's page sets up, and how soon they are all Ready.
+pub const DOCS_CLAIMS: usize = 40;
+pub const DOCS_READY_WITHIN: Duration = Duration::from_secs(60);
 /// How long a ferro-ipam may take to become ready.
 pub const PROVIDER_READY_WITHIN: Duration = Duration::from_secs(60);
 /// How often progress is looked at while waiting.

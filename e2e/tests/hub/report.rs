@@ -33,6 +33,12 @@ impl Report {
 
     /// Panics with every failure and the providers' logs, if any failed.
     pub fn conclude(self, fleet: &Fleet) {
+        self.conclude_with(|lines| fleet.logs(lines));
+    }
+
+    /// Panics with every failure and what `logs` gives (the providers' logs, so many lines
+    /// each), if any failed.
+    pub fn conclude_with(self, logs: impl FnOnce(usize) -> String) {
         if self.failures.is_empty() {
             return;
         }
@@ -43,7 +49,7 @@ impl Report {
             failures.len(),
             failures.join("\n"),
             self.notes.join("\n"),
-            fleet.logs(LOG_LINES)
+            logs(LOG_LINES)
         );
     }
 }
