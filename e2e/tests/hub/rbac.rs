@@ -15,7 +15,7 @@ const HUB_POOL: &str = "globalinclusterippools.ipam.cluster.x-k8s.io/shared";
 /// `kubectl auth can-i` questions for spoke-a, each with the answer it must get.
 const CAN_I: &[(&[&str], bool)] = &[
     (&["create", BLOCKS, "-n", "spoke-a"], true),
-    (&["get", BLOCKS, "-n", "spoke-a"], true),
+    (&["get", BLOCKS, "-n", "spoke-a"], false),
     (&["list", BLOCKS, "-n", "spoke-a"], true),
     (&["watch", BLOCKS, "-n", "spoke-a"], true),
     (&["delete", BLOCKS, "-n", "spoke-a"], true),

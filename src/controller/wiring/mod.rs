@@ -121,6 +121,7 @@ impl Term {
             own_namespace: self.settings.own_namespace.clone(),
             fence: self.settings.fence.clone(),
             metrics: self.metrics.clone(),
+            identity: self.settings.instance.clone().unwrap_or_else(|| "ferro-ipam".to_owned()),
         }
         .run();
 

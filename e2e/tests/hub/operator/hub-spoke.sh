@@ -11,7 +11,7 @@ metadata:
 rules:
 - apiGroups: ["hub.ferro-ipam.dev"]
   resources: ["addressblocks"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "delete"]
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "create", "update"]

@@ -24,6 +24,7 @@ pub struct Spokes {
     pub own_namespace: String,
     pub fence: Fence,
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    pub identity: String,
 }
 
 impl Spokes {
@@ -47,6 +48,7 @@ impl Spokes {
                     own_namespace: self.own_namespace.clone(),
                     fence: self.fence.clone(),
                     metrics: self.metrics.clone(),
+                    identity: self.identity.clone(),
                 };
                 running.insert(key, sessions.spawn(session.run()));
             }

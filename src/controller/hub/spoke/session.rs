@@ -57,6 +57,8 @@ pub struct Session {
     pub own_namespace: String,
     pub fence: Fence,
     pub metrics: Arc<Metrics>,
+    /// This replica's identity, written as the holder of the spoke's Lease.
+    pub identity: String,
 }
 
 /// How a connection to the hub ended.
@@ -467,7 +469,7 @@ impl Session {
         state.heartbeat = Some(Instant::now());
         let leases: Api<Lease> = Api::namespaced(hub.clone(), &self.source.namespace);
         let spec = LeaseSpec {
-            holder_identity: Some("ferro-ipam".to_owned()),
+            holder_identity: Some(self.identity.clone()),
             lease_duration_seconds: Some(LEASE_SECONDS),
             renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
             ..LeaseSpec::default()
