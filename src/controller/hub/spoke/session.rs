@@ -16,7 +16,7 @@ use futures::StreamExt;
 use ipnet::IpNet;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
@@ -82,7 +82,9 @@ struct State {
     /// Blocks nobody held an address of since then.
     empty_since: HashMap<IpNet, Instant>,
     /// Blocks taken out of the pool to be returned, with the last attempt to delete them.
-    returning: HashMap<String, Option<Instant>>,
+    /// Blocks taken out of the pool to be returned, by name: the UID of the object judged, and
+    /// the last attempt to delete it.
+    returning: HashMap<String, (String, Option<Instant>)>,
     /// Specific blocks asked for, so that each is asked once per session.
     reasked: HashSet<IpNet>,
     heartbeat: Option<Instant>,
@@ -231,7 +233,8 @@ impl Session {
             return self.farewell(api, &blocks, state).await;
         };
         let mut problems = Vec::new();
-        let mut usable: Vec<(String, IpNet)> = Vec::new();
+        // Each granted block the pool may use: its name, its UID and its CIDR.
+        let mut usable: Vec<(String, String, IpNet)> = Vec::new();
         let mut pending: BTreeMap<Family, usize> = BTreeMap::new();
         for (family, _) in state.asked.values() {
             *pending.entry(*family).or_default() += 1;
@@ -253,7 +256,7 @@ impl Session {
                         ));
                         continue;
                     }
-                    usable.push((name, cidr));
+                    usable.push((name, block.uid().unwrap_or_default(), cidr));
                 }
                 None => {
                     if block.spec.cidr.is_none() {
@@ -269,7 +272,7 @@ impl Session {
                 }
             }
         }
-        self.spokes.set_blocks(&self.key, usable.iter().map(|(_, cidr)| *cidr).collect());
+        self.spokes.set_blocks(&self.key, usable.iter().map(|(_, _, cidr)| *cidr).collect());
         if self.index.is_ready() {
             let (rooms, waiting) = self.index.room(&self.key);
             self.ask(api, &spec, &rooms, waiting, &pending, state).await;
@@ -317,7 +320,7 @@ impl Session {
         &self,
         api: &Api<AddressBlock>,
         blocks: &[Arc<AddressBlock>],
-        usable: &[(String, IpNet)],
+        usable: &[(String, String, IpNet)],
         state: &mut State,
     ) {
         let size = self.source.block_size();
@@ -327,7 +330,7 @@ impl Session {
             .outside(&self.key)
             .into_iter()
             .filter_map(|ip| block_of(ip, size))
-            .filter(|block| !usable.iter().any(|(_, u)| u.contains(&block.network())) && !asked.contains(block))
+            .filter(|block| !usable.iter().any(|(_, _, u)| u.contains(&block.network())) && !asked.contains(block))
             .filter(|block| !state.reasked.contains(block))
             .collect();
         wanted.dedup();
@@ -341,10 +344,10 @@ impl Session {
     }
 
     /// Takes the blocks that may go back out of the pool; they are deleted in the hub next.
-    fn give_back(&self, usable: &[(String, IpNet)], rooms: &[Room], state: &mut State) {
+    fn give_back(&self, usable: &[(String, String, IpNet)], rooms: &[Room], state: &mut State) {
         let size = self.source.block_size();
         let now = Instant::now();
-        for (name, cidr) in usable {
+        for (name, uid, cidr) in usable {
             if self.index.holds_in(&self.key, *cidr) {
                 state.empty_since.remove(cidr);
                 continue;
@@ -355,7 +358,7 @@ impl Session {
             if may_return(room, now - since, size) && self.spokes.vacate(&self.key, *cidr) {
                 debug!(pool = %self.key, %cidr, "returning an empty block to the hub");
                 state.empty_since.remove(cidr);
-                state.returning.insert(name.clone(), None);
+                state.returning.insert(name.clone(), (uid.clone(), None));
                 // One at a time, so that the next is judged by the room left.
                 return;
             }
@@ -364,16 +367,21 @@ impl Session {
 
     /// Deletes the blocks being returned in the hub.
     async fn delete_returning(&self, api: &Api<AddressBlock>, state: &mut State) {
-        let due: Vec<String> = state
+        let due: Vec<(String, String)> = state
             .returning
             .iter()
-            .filter(|(_, tried)| tried.is_none_or(|at| at.elapsed() >= RETURN_RETRY))
-            .map(|(name, _)| name.clone())
+            .filter(|(_, (_, tried))| tried.is_none_or(|at| at.elapsed() >= RETURN_RETRY))
+            .map(|(name, (uid, _))| (name.clone(), uid.clone()))
             .collect();
-        for name in due {
-            state.returning.insert(name.clone(), Some(Instant::now()));
+        for (name, uid) in due {
+            state.returning.insert(name.clone(), (uid.clone(), Some(Instant::now())));
             let started = Instant::now();
-            let deleted = api.delete(&name, &DeleteParams::default()).await;
+            // The object judged, no other: one made since under its name is left alone (409).
+            let params = DeleteParams {
+                preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+                ..DeleteParams::default()
+            };
+            let deleted = api.delete(&name, &params).await;
             let ok = match &deleted {
                 Ok(_) => true,
                 Err(kube::Error::Api(status)) => status.code == 404,
@@ -406,7 +414,7 @@ impl Session {
             return false;
         }
         for block in blocks {
-            state.returning.entry(block.name_any()).or_insert(None);
+            state.returning.entry(block.name_any()).or_insert((block.uid().unwrap_or_default(), None));
         }
         self.delete_returning(api, state).await;
         false
