@@ -22,6 +22,8 @@ pub const PROTECT_ADDRESS_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectAddres
 pub const PROTECT_POOL_FINALIZER: &str = "ipam.cluster.x-k8s.io/ProtectPool";
 /// Lets a pool be deleted although addresses reference it (used by `clusterctl move`).
 pub const SKIP_DELETE_PROTECTION_ANNOTATION: &str = "ipam.cluster.x-k8s.io/skip-validate-delete-webhook";
+/// clusterctl: set on every object `clusterctl move` deletes from the source cluster.
+pub const DELETE_FOR_MOVE_ANNOTATION: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 
 /// CAPI: the cluster an object belongs to.
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";

@@ -12,7 +12,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::index::{HolderKey, PoolFacts, PoolKey, PoolKind, PoolSpec};
 
-use crate::api::keys::{PAUSED_ANNOTATION, PROTECT_POOL_FINALIZER};
+use crate::api::keys::{
+    DELETE_FOR_MOVE_ANNOTATION, PAUSED_ANNOTATION, PROTECT_POOL_FINALIZER, SKIP_DELETE_PROTECTION_ANNOTATION,
+};
 
 /// A pool object of any kind.
 pub trait PoolObject:
@@ -52,6 +54,9 @@ pub trait PoolObject:
             protected: self.finalizers().iter().any(|f| f == PROTECT_POOL_FINALIZER),
             paused: self.annotations().contains_key(PAUSED_ANNOTATION),
             deleting: self.meta().deletion_timestamp.is_some(),
+            moving: [SKIP_DELETE_PROTECTION_ANNOTATION, DELETE_FOR_MOVE_ANNOTATION]
+                .iter()
+                .any(|a| self.annotations().contains_key(*a)),
             grace_period_seconds: i64::from(self.grace_period_seconds().max(0)),
             labels: self.labels().clone(),
             namespace_selector: self.namespace_selector(),

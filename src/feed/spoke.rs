@@ -33,6 +33,13 @@ struct Spoke {
     problem: Option<String>,
 }
 
+/// How a spoke pool is leaving, as last seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Leaving {
+    pub deleting: bool,
+    pub moving: bool,
+}
+
 /// Every spoke pool of this cluster. Cheap to clone.
 #[derive(Clone)]
 pub struct SpokePools {
@@ -116,6 +123,14 @@ impl SpokePools {
     #[cfg(test)]
     pub fn blocks(&self, key: &PoolKey) -> Option<Vec<IpNet>> {
         lock(&self.pools).get(key)?.blocks.clone()
+    }
+
+    /// Whether the pool is on its way out: being deleted, or being taken elsewhere by
+    /// `clusterctl move`. None when the pool is not known.
+    pub fn leaving(&self, key: &PoolKey) -> Option<Leaving> {
+        let pools = lock(&self.pools);
+        let facts = &pools.get(key)?.seen.as_ref()?.facts;
+        Some(Leaving { deleting: facts.deleting, moving: facts.moving })
     }
 
     /// Every spoke pool with its `spec.hub`.

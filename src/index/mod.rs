@@ -56,6 +56,9 @@ pub struct PoolFacts {
     pub protected: bool,
     pub paused: bool,
     pub deleting: bool,
+    /// The pool carries `ipam.cluster.x-k8s.io/skip-validate-delete-webhook`: `clusterctl move`
+    /// is taking it (with its claims and addresses) to another management cluster.
+    pub moving: bool,
     pub grace_period_seconds: i64,
     pub labels: std::collections::BTreeMap<String, String>,
     /// A global pool's `spec.namespaceSelector`: the namespaces whose claims it serves (None:

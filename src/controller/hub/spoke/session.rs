@@ -88,6 +88,8 @@ struct State {
     /// Specific blocks asked for, so that each is asked once per session.
     reasked: HashSet<IpNet>,
     heartbeat: Option<Instant>,
+    /// The pool was last seen being taken elsewhere by `clusterctl move`.
+    moving: bool,
 }
 
 /// The label value naming a spoke pool on its blocks: a stable hash of its kind, namespace and
@@ -229,7 +231,16 @@ impl Session {
         let listed: HashSet<String> = blocks.iter().map(|b| b.name_any()).collect();
         state.returning.retain(|name, _| listed.contains(name));
         state.asked.retain(|name, (_, at)| !listed.contains(name) && at.elapsed() < ASKED_FOR);
+        if let Some(leaving) = self.spokes.leaving(&self.key) {
+            state.moving = leaving.moving;
+        }
         let Some(spec) = self.spokes.spec(&self.key) else {
+            if state.moving {
+                // Its claims and addresses live on in the management cluster it moved to, whose
+                // spoke pool of the same name lists these blocks as its own.
+                info!(pool = %self.key, "spoke pool moved away by clusterctl move: its blocks stay with it");
+                return true;
+            }
             return self.farewell(api, &blocks, state).await;
         };
         let mut problems = Vec::new();
@@ -277,7 +288,10 @@ impl Session {
             let (rooms, waiting) = self.index.room(&self.key);
             self.ask(api, &spec, &rooms, waiting, &pending, state).await;
             self.ask_again(api, &blocks, &usable, state).await;
-            self.give_back(&usable, &rooms, state);
+            // A pool being moved keeps its blocks: the claims leaving it are not released.
+            if !state.moving {
+                self.give_back(&usable, &rooms, state);
+            }
         }
         self.delete_returning(api, state).await;
         self.heartbeat(hub, state).await;
