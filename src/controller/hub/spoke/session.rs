@@ -288,8 +288,10 @@ impl Session {
             let (rooms, waiting) = self.index.room(&self.key);
             self.ask(api, &spec, &rooms, waiting, &pending, state).await;
             self.ask_again(api, &blocks, &usable, state).await;
-            // A pool being moved keeps its blocks: the claims leaving it are not released.
-            if !state.moving {
+            // A pool being moved keeps its blocks: the claims leaving it are not released. Nor
+            // is a block taken out of the pool while the hub does not answer: it could not be
+            // returned, and the pool would lose its room for nothing.
+            if !state.moving && state.failure.is_none() {
                 self.give_back(&usable, &rooms, state);
             }
         }
