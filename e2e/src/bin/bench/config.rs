@@ -143,6 +143,13 @@ pub struct Config {
     pub out_dir: PathBuf,
     /// Longest wait for one run's claims.
     pub timeout: Duration,
+    /// The shared-pool configuration (shared_pool.rs): claims created at once in each
+    /// measurement on a spoke pool and on a local pool (0: not run).
+    pub shared_claims: usize,
+    /// Rounds of it, each one local and one spoke measurement, the order alternating.
+    pub shared_rounds: usize,
+    /// The spoke pool's `spec.hub.blockSize`.
+    pub shared_block_size: u32,
 }
 
 /// A list of values, `default` when the variable is unset; an empty value is an empty list.
@@ -194,6 +201,15 @@ fn storm(entry: &str) -> Result<Option<Shape>> {
     Ok(Some(shape))
 }
 
+/// A spoke pool's block size: one of those the CRD allows.
+fn shared_block_size(size: usize) -> Result<u32> {
+    let allowed = ferro_ipam::api::hub::BLOCK_SIZES;
+    match u32::try_from(size) {
+        Ok(size) if allowed.contains(&size) => Ok(size),
+        _ => bail!("BENCH_SHARED_BLOCK_SIZE={size}: one of {allowed:?}"),
+    }
+}
+
 /// The defaults, full or quick (`BENCH_QUICK=1`).
 struct Defaults {
     sizes: &'static str,
@@ -201,6 +217,7 @@ struct Defaults {
     many_pools: &'static str,
     storm: &'static str,
     startup: &'static str,
+    shared_claims: usize,
 }
 
 const FULL: Defaults = Defaults {
@@ -209,12 +226,19 @@ const FULL: Defaults = Defaults {
     many_pools: "10000",
     storm: "10000x100@20",
     startup: "20000,100000",
+    shared_claims: 1000,
 };
 
 /// Every new path at a small scale: 300 pools (beyond 256, so /24s), a storm over 10 pools, two
-/// start-up sizes.
-const QUICK: Defaults =
-    Defaults { sizes: "200,1000", runs: 1, many_pools: "300", storm: "1000x10@20", startup: "2000,5000" };
+/// start-up sizes, 200 claims on a spoke pool and a local one.
+const QUICK: Defaults = Defaults {
+    sizes: "200,1000",
+    runs: 1,
+    many_pools: "300",
+    storm: "1000x10@20",
+    startup: "2000,5000",
+    shared_claims: 200,
+};
 
 impl Config {
     /// From the process's environment; the ferro-ipam binary must exist.
@@ -276,6 +300,9 @@ impl Config {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| ferro_ipam_e2e::plane::repo_root().join("target/bench")),
             timeout: Duration::from_secs(number("BENCH_TIMEOUT_SECONDS", 3600)? as u64),
+            shared_claims: number("BENCH_SHARED_POOL", defaults.shared_claims)?,
+            shared_rounds: number("BENCH_SHARED_ROUNDS", runs)?,
+            shared_block_size: shared_block_size(number("BENCH_SHARED_BLOCK_SIZE", 16)?)?,
         })
     }
 
@@ -302,6 +329,12 @@ impl Config {
     pub fn skip(&self, subject: Subject, shape: &Shape) -> Option<String> {
         (subject == Subject::InCluster && shape.claims > self.peer_max_claims)
             .then(|| format!("not run: above BENCH_PEER_MAX_CLAIMS ({})", self.peer_max_claims))
+    }
+
+    /// Whether the shared-pool configuration runs: it measures ferro-ipam alone, so only when
+    /// ferro-ipam is a subject, and with claims and rounds above 0.
+    pub fn shared_pool(&self) -> bool {
+        self.shared_claims > 0 && self.shared_rounds > 0 && self.subjects.contains(&Subject::FerroIpam)
     }
 
     /// Why the in-cluster provider does not start on the start-up cluster of `addresses`, if it
@@ -361,6 +394,8 @@ mod tests {
         assert!(shapes[..12].contains(&shape(PoolKind::Addresses, 10_000, 1, 0)));
         assert_eq!(shapes[12], shape(PoolKind::Addresses, 10_000, 10_000, 0));
         assert_eq!(shapes[13], shape(PoolKind::Addresses, 10_000, 100, 20));
+        assert_eq!((c.shared_claims, c.shared_rounds, c.shared_block_size), (1000, 3, 16));
+        assert!(c.shared_pool());
     }
 
     #[test]
@@ -373,6 +408,30 @@ mod tests {
         assert!(shapes.contains(&shape(PoolKind::Addresses, 300, 300, 0)));
         assert!(shapes.contains(&shape(PoolKind::Addresses, 1000, 10, 20)));
         assert!(shapes.iter().any(|s| s.pools > crate::layout::MAX_WIDE_POOLS));
+        assert_eq!((c.shared_claims, c.shared_rounds), (200, 1));
+        assert!(c.shared_pool());
+    }
+
+    #[test]
+    fn the_shared_pool_runs_alone_when_everything_else_is_off_and_not_without_ferro_ipam() {
+        let alone = config(&[
+            ("BENCH_N", ""),
+            ("BENCH_MANY_POOLS", "0"),
+            ("BENCH_STORM", "0"),
+            ("BENCH_STARTUP_ADDRESSES", "0"),
+            ("BENCH_SHARED_POOL", "500"),
+            ("BENCH_SHARED_BLOCK_SIZE", "64"),
+        ])
+        .unwrap();
+        assert!(alone.shapes().is_empty() && alone.startup_sizes.is_empty());
+        assert!(alone.shared_pool());
+        assert_eq!((alone.shared_claims, alone.shared_rounds, alone.shared_block_size), (500, 3, 64));
+        // Its rounds follow BENCH_RUNS unless set.
+        assert_eq!(config(&[("BENCH_RUNS", "5")]).unwrap().shared_rounds, 5);
+        assert_eq!(config(&[("BENCH_RUNS", "5"), ("BENCH_SHARED_ROUNDS", "2")]).unwrap().shared_rounds, 2);
+        assert!(!config(&[("BENCH_SHARED_POOL", "0")]).unwrap().shared_pool());
+        assert!(!config(&[("BENCH_SUBJECTS", "floor,in-cluster")]).unwrap().shared_pool());
+        assert!(config(&[("BENCH_SHARED_BLOCK_SIZE", "10")]).is_err());
     }
 
     #[test]

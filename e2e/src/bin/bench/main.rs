@@ -3,13 +3,16 @@
 //! the in-cluster provider and the floor (the same writes with no allocation logic), in every
 //! configuration (pool kind, claims, pools, pool edits a second); then each provider is started
 //! on clusters that already hold many addresses, beside the list floor (a client that only
-//! lists what ferro-ipam lists at its start). Configuration by environment variables (see
+//! lists what ferro-ipam lists at its start); and a spoke pool, leasing blocks from a hub on a
+//! second control plane, against a local pool (`BENCH_SHARED_POOL`). Configuration by
+//! environment variables (see
 //! config.rs and docs/benchmarks.md); results go to `$BENCH_OUT` (default target/bench):
 //! results.json and report.md.
 
 mod config;
 mod failures;
 mod floor;
+mod hub_pair;
 mod layout;
 mod list_floor;
 mod many_pools;
@@ -17,6 +20,7 @@ mod measure;
 mod records;
 mod report;
 mod run;
+mod shared_pool;
 mod startup;
 mod storm;
 mod subject;
@@ -90,9 +94,34 @@ async fn main() -> Result<()> {
             report::write(&config, &bench)?;
         }
     }
+    if config.shared_pool() {
+        let mut shared = std::mem::take(&mut bench.shared_pool);
+        let measured = shared_pool::measure(&config, &mut shared, &mut |progress| {
+            bench.shared_pool = progress.clone();
+            let _ = report::write(&config, &bench);
+        })
+        .await;
+        bench.shared_pool = shared;
+        if let Err(error) = measured {
+            eprintln!("bench: shared pool FAILED: {error:#}");
+            bench.failures.push(Failure::new("shared pool".into(), &error));
+        }
+        report::write(&config, &bench)?;
+    }
     let report = report::write(&config, &bench)?;
     println!("{report}");
     eprintln!("bench: results in {}", config.out_dir.display());
     failures::verdict(&bench.failures)?;
-    many_pools::verdict(&many_pools::ratios(&bench.runs))
+    // Both aims are judged, and both named when both are missed.
+    let aims: Vec<String> = [
+        many_pools::verdict(&many_pools::ratios(&bench.runs)),
+        shared_pool::verdict(shared_pool::summary(&bench.shared_pool.runs).as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|verdict| verdict.err().map(|e| format!("{e:#}")))
+    .collect();
+    match aims.is_empty() {
+        true => Ok(()),
+        false => anyhow::bail!("{}", aims.join("; ")),
+    }
 }

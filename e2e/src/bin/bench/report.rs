@@ -29,6 +29,8 @@ pub struct Bench {
     pub failures: Vec<Failure>,
     pub skipped: Vec<Skipped>,
     pub startup: Startup,
+    /// The shared-pool configuration: a spoke pool against a local pool.
+    pub shared_pool: crate::shared_pool::SharedPool,
 }
 
 #[derive(Serialize)]
@@ -135,7 +137,8 @@ pub fn markdown(bench: &Bench) -> String {
     shapes.extend(bench.skipped.iter().map(|s| s.shape));
     shapes.sort_by_key(row_order);
     shapes.dedup();
-    let mut out = failures::markdown(&bench.failures);
+    // The tables of the claim configurations, left out when none ran (the shared pool alone).
+    let mut out = String::new();
     let get = |shape: Shape, s: Subject| groups.get(&(shape, s));
     let skipped =
         |shape: Shape, s: Subject| bench.skipped.iter().find(|k| k.shape == shape && k.subject == s).map(|k| &k.reason);
@@ -220,6 +223,10 @@ pub fn markdown(bench: &Bench) -> String {
             }
         }
     }
+    if shapes.is_empty() {
+        out.clear();
+    }
+    let mut out = failures::markdown(&bench.failures) + &out;
     out.push_str(&crate::many_pools::markdown(&crate::many_pools::ratios(results)));
     // Requests by verb: the largest plain configuration of each kind, and every configuration
     // with many pools or a storm.
@@ -238,6 +245,7 @@ pub fn markdown(bench: &Bench) -> String {
         requests_table(&mut out, results, shape);
     }
     startup_tables(&mut out, &bench.startup);
+    out.push_str(&crate::shared_pool::markdown(&bench.shared_pool));
     out
 }
 
@@ -415,6 +423,7 @@ pub fn setup(config: &Config) -> BTreeMap<&'static str, String> {
     setup.insert("peer_max_claims", config.peer_max_claims.to_string());
     setup.insert("peer_max_startup", config.peer_max_startup.to_string());
     setup.insert("list_page_size", config.list_page_size.to_string());
+    setup.insert("shared_pool_block_size", config.shared_block_size.to_string());
     setup
 }
 

@@ -107,7 +107,7 @@ pub fn per_pool_timeout(base: Duration, pools: usize) -> Duration {
 }
 
 /// Ends a spawned task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

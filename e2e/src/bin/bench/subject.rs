@@ -25,23 +25,28 @@ impl Running {
     /// Starts a provider the way users run it (default flags; see docs/benchmarks.md).
     pub fn launch(config: &Config, plane: &ControlPlane, subject: Subject) -> Result<Running> {
         Ok(match subject {
-            Subject::FerroIpam => {
-                let health = format!("127.0.0.1:{}", free_port());
-                let metrics = format!("127.0.0.1:{}", free_port());
-                std::fs::write(plane.dir.join("ferro-ipam.metrics-address"), &metrics)?;
-                let mut command = Command::new(&config.ferro_bin);
-                command
-                    .arg("--kubeconfig")
-                    .arg(&plane.kubeconfig)
-                    .args(["--health-probe-bind-address", &health])
-                    .args(["--diagnostics-address", &metrics, "--insecure-diagnostics"])
-                    .args(&config.ferro_args);
-                let process = Process::start("ferro-ipam", command, plane.dir.join("ferro-ipam.log"))?;
-                Running::Process { process, health: Some(health) }
-            }
+            Subject::FerroIpam => Running::ferro_ipam(config, plane, &[])?,
             Subject::InCluster => Running::Peer(Peer::launch(plane, &plane.kubeconfig, &[])?),
             Subject::Floor => bail!("the floor starts with Running::floor, which is told the run's claims"),
         })
+    }
+
+    /// Starts ferro-ipam with its default flags, `extra` and `BENCH_FERRO_ARGS`; the address of
+    /// its `/metrics` goes to `ferro-ipam.metrics-address` in the plane's directory.
+    pub fn ferro_ipam(config: &Config, plane: &ControlPlane, extra: &[&str]) -> Result<Running> {
+        let health = format!("127.0.0.1:{}", free_port());
+        let metrics = format!("127.0.0.1:{}", free_port());
+        std::fs::write(plane.dir.join("ferro-ipam.metrics-address"), &metrics)?;
+        let mut command = Command::new(&config.ferro_bin);
+        command
+            .arg("--kubeconfig")
+            .arg(&plane.kubeconfig)
+            .args(["--health-probe-bind-address", &health])
+            .args(["--diagnostics-address", &metrics, "--insecure-diagnostics"])
+            .args(extra)
+            .args(&config.ferro_args);
+        let process = Process::start("ferro-ipam", command, plane.dir.join("ferro-ipam.log"))?;
+        Ok(Running::Process { process, health: Some(health) })
     }
 
     /// Starts the floor for a run of `claims` claims after the warm-up claim.
