@@ -1,12 +1,12 @@
 //! Faults of the control plane itself, for the fault-injection suite: kube-apiserver and etcd
 //! killed and started again on the same port (and etcd on the same data directory), the API
-//! server frozen, etcd compacted, and kubeconfigs that reach the API server another way (through
-//! a [`Proxy`](crate::proxy::Proxy)).
+//! server frozen, etcd compacted, etcd backed up and restored, and kubeconfigs that reach the
+//! API server another way (through a [`Proxy`](crate::proxy::Proxy)).
 //!
 //! These change the plane under every test that uses it: use them on a plane of its own.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -82,6 +82,54 @@ impl ControlPlane {
         self.wait_apiserver_ready(Duration::from_secs(90))
     }
 
+    /// etcd's data directory.
+    fn etcd_data_dir(&self) -> PathBuf {
+        self.dir.join("etcd")
+    }
+
+    /// A cold backup of etcd: etcd stopped (SIGTERM), its data directory copied to `to`, etcd
+    /// started again on the same port and directory; kube-apiserver, left running, answers
+    /// errors meanwhile and is ready again when this returns. (The tool cache builds no
+    /// etcdctl, and `etcdutl snapshot restore` would be needed to use its snapshot.)
+    pub fn snapshot_etcd(&self, to: &Path) -> Result<()> {
+        {
+            let mut etcd = locked(&self.etcd);
+            if let Some(mut process) = etcd.process.take() {
+                process.terminate(Duration::from_secs(10));
+            }
+            let copied = copy_dir(&self.etcd_data_dir(), to);
+            etcd.restart()?;
+            wait_healthy(&mut etcd, &self.etcd_address)?;
+            copied?;
+        }
+        self.wait_apiserver_ready(Duration::from_secs(90))
+    }
+
+    /// Restores a backup made by [`ControlPlane::snapshot_etcd`], as an operator restores a
+    /// control plane: kube-apiserver and etcd stopped, etcd's data directory replaced by the
+    /// backup, etcd then kube-apiserver started again (same ports and flags). Everything written
+    /// since the backup is gone, and the API server's revisions go back to the backup's.
+    pub fn restore_etcd(&self, from: &Path) -> Result<()> {
+        let mut apiserver = locked(&self.apiserver);
+        if let Some(mut process) = apiserver.process.take() {
+            process.terminate(Duration::from_secs(20));
+        }
+        {
+            let mut etcd = locked(&self.etcd);
+            if let Some(mut process) = etcd.process.take() {
+                process.terminate(Duration::from_secs(10));
+            }
+            let data = self.etcd_data_dir();
+            std::fs::remove_dir_all(&data).with_context(|| format!("removing {}", data.display()))?;
+            copy_dir(from, &data)?;
+            etcd.restart()?;
+            wait_healthy(&mut etcd, &self.etcd_address)?;
+        }
+        apiserver.restart()?;
+        drop(apiserver);
+        self.wait_apiserver_ready(Duration::from_secs(90))
+    }
+
     fn etcd_call(&self, path: &str, body: Value) -> Result<Value> {
         let (status, text) = http_post_json(&self.etcd_address, path, &body.to_string())
             .with_context(|| format!("etcd did not answer POST {path}"))?;
@@ -119,4 +167,13 @@ impl ControlPlane {
         let file = self.dir.join(format!("{user}.kubeconfig"));
         write_kubeconfig(&file, &self.server, &self.credentials.ca_cert, &cert, &key)
     }
+}
+
+/// Copies a directory with everything in it (`cp -a`); `to` must not exist.
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    let output = std::process::Command::new("cp").arg("-a").arg(from).arg(to).output()?;
+    if !output.status.success() {
+        bail!("cp -a {} {}: {}", from.display(), to.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(())
 }
