@@ -11,11 +11,13 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::api::capi::IPAddressClaim;
+use crate::api::conditions::ClaimReason;
 use crate::api::keys::REQUESTED_ADDRESS_ANNOTATION;
 use crate::contract::{Target, passed_over, request_of, tenancy};
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::preflight::claims::{Decision, decide};
 use crate::preflight::gather::Inventory;
+use crate::preflight::spokes::{NOT_KNOWN, spoke_pool_of};
 use crate::selection::{self, Purpose};
 
 /// The answer, in the shape `-o json` prints.
@@ -42,6 +44,14 @@ pub(super) struct Explain {
     /// Why it waits, as the claim controller would say it: `<reason>: <message>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waits: Option<String>,
+    /// The claim's pool is a spoke pool (`spec.hub`): the hub's pool and namespace it leases
+    /// blocks from, whose addresses are the only ones it serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hub: Option<String>,
+    /// The message of the claim's `Ready` condition when its reason is `WaitingForHub`: it
+    /// says what keeps the spoke from the hub, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for_hub: Option<String>,
     /// A purpose claim's candidate pools, in the order they are tried.
     pub candidates: Vec<Candidate>,
 }
@@ -52,6 +62,19 @@ pub(super) struct Candidate {
     pub pool: String,
     /// `chosen`, `passed over: <why>`, or `not tried`.
     pub verdict: String,
+}
+
+/// The message of the claim's `Ready` condition, when it waits for its hub.
+fn waiting_for_hub(claim: &IPAddressClaim) -> Option<String> {
+    let ready = claim.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")?;
+    (ready.reason.as_deref() == Some(ClaimReason::WaitingForHub.as_str()))
+        .then(|| ready.message.clone().unwrap_or_default())
+}
+
+/// What a spoke pool serves, when `pool` is one.
+fn hub_of(index: &Index, pool: &PoolKey) -> Option<String> {
+    let hub = index.pool_spec(pool)?.hub()?.clone();
+    Some(format!("{pool} is {}: it serves only addresses of the blocks the hub leased it", spoke_pool_of(&hub)))
 }
 
 fn ready_of(claim: &IPAddressClaim) -> Option<String> {
@@ -103,8 +126,10 @@ fn candidates(
             let facts = index.pool_facts(pool);
             let skipped = passed_over(pool, false, facts.as_ref())
                 .or_else(|| tenancy::not_selected(pool, facts.as_ref(), namespace, labels));
+            let spoke = index.pool_spec(pool).is_some_and(|s| s.hub().is_some());
             match skipped {
                 Some(why) => format!("passed over: {why}"),
+                None if !index.has_room(pool) && spoke => format!("would be tried: {NOT_KNOWN}"),
                 None if !index.has_room(pool) => "passed over: no free address".to_owned(),
                 None => "would be tried".to_owned(),
             }
@@ -136,6 +161,7 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, holder: &HolderKey, p
         return answer;
     };
     answer.ready = ready_of(claim);
+    answer.waiting_for_hub = waiting_for_hub(claim);
     let Some(target) = Target::of(claim) else {
         answer.state = "notFerroIpams".to_owned();
         answer.waits = Some(format!(
@@ -145,6 +171,11 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, holder: &HolderKey, p
         return answer;
     };
     let chosen = tell_decision(&mut answer, index, claim, holder, decision_of(index, inventory, holder));
+    let pool = match &target {
+        Target::Pool(key) => Some(key),
+        Target::Purpose(_) => chosen.as_ref(),
+    };
+    answer.hub = pool.and_then(|key| hub_of(index, key));
     if let Target::Purpose(purpose) = target {
         let asker = (&*holder.namespace, inventory.namespaces.get(&*holder.namespace));
         answer.candidates = candidates(index, purpose, asker, provider, chosen.as_ref());
@@ -163,6 +194,7 @@ fn decision_of(index: &Index, inventory: &Inventory, holder: &HolderKey) -> Opti
         Decision::Adopt { claim, .. } => *claim == name,
         Decision::Wait(w) => w.claim == name,
         Decision::Allocate(n) => n.claim == name,
+        Decision::FromHub(c) => c.claim == name,
         Decision::Refuse(c) => c.objects.contains(&name),
         Decision::Release => false,
     })
@@ -205,6 +237,11 @@ fn tell_decision(
             });
             answer.pool = n.pool;
         }
+        Some(Decision::FromHub(c)) => {
+            answer.state = "pending".to_owned();
+            answer.waits = Some(format!("not served yet; its pool is {NOT_KNOWN}"));
+            answer.pool = Some(c.pool);
+        }
         Some(Decision::Release) | None => answer.state = "pending".to_owned(),
     }
     None
@@ -220,6 +257,8 @@ pub(super) fn text(answer: &Explain) -> String {
         ("strategy", &answer.strategy),
         ("chosen by", &answer.origin),
         ("waits", &answer.waits),
+        ("hub", &answer.hub),
+        ("hub wait", &answer.waiting_for_hub),
     ];
     for (label, value) in lines {
         if let Some(value) = value {

@@ -137,4 +137,6 @@ pub async fn top(
 }
 
 #[cfg(test)]
+mod hub_tests;
+#[cfg(test)]
 mod tests;

@@ -2,7 +2,8 @@
 //!
 //! Counts come from each pool's status (as the controller wrote it); the filling rate from the
 //! `IPAddress` objects of the pool created in the last hour, or, when the metrics endpoint is
-//! given, from its allocation and release counters over a few seconds.
+//! given, from its allocation and release counters over a few seconds. On a hub, each shared
+//! pool's blocks leased to each spoke, from the granted `AddressBlock`s.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -12,6 +13,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use serde::Serialize;
 
+use crate::api::hub::{SHARED_LABEL, SPOKE_LABEL};
+use crate::feed::{PoolObject, block_pool, granted};
 use crate::index::PoolKey;
 use crate::preflight::gather::Inventory;
 
@@ -24,6 +27,34 @@ const WINDOW: SignedDuration = SignedDuration::from_hours(1);
 #[serde(rename_all = "camelCase")]
 pub(super) struct Top {
     pub pools: Vec<Row>,
+    /// On a hub: each shared pool with the blocks its spokes hold.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<Shared>,
+}
+
+/// A hub's pool shared with spokes (labelled `hub.ferro-ipam.dev/shared`, or holding granted
+/// blocks).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Shared {
+    pub pool: String,
+    /// Each spoke holding blocks of it, by its namespace in the hub.
+    pub spokes: Vec<SpokeUsage>,
+}
+
+/// What one spoke holds of a shared pool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SpokeUsage {
+    /// The spoke: the `hub.ferro-ipam.dev/spoke` label of its namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spoke: Option<String>,
+    /// Its namespace in the hub, where its `AddressBlock`s are.
+    pub namespace: String,
+    /// Granted blocks.
+    pub blocks: usize,
+    /// Addresses in those blocks.
+    pub addresses: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -111,7 +142,38 @@ pub(super) fn answer(
         })
         .collect();
     rows.sort_by(order);
-    Top { pools: rows }
+    Top { pools: rows, shared: shared(inventory, namespace) }
+}
+
+/// Each shared pool (of `namespace` only, when given) with its spokes' granted blocks.
+fn shared(inventory: &Inventory, namespace: Option<&str>) -> Vec<Shared> {
+    let mut pools: BTreeMap<PoolKey, BTreeMap<String, SpokeUsage>> = BTreeMap::new();
+    let labelled = inventory
+        .in_cluster_pools
+        .iter()
+        .filter(|p| p.labels().contains_key(SHARED_LABEL))
+        .map(|p| p.key())
+        .chain(inventory.global_pools.iter().filter(|p| p.labels().contains_key(SHARED_LABEL)).map(|p| p.key()));
+    for key in labelled {
+        pools.entry(key).or_default();
+    }
+    for block in &inventory.blocks {
+        let (Some(pool), Some(cidr)) = (block_pool(block), granted(block)) else { continue };
+        let spoke_namespace = block.namespace().unwrap_or_default();
+        let usage = pools.entry(pool).or_default().entry(spoke_namespace.clone()).or_insert_with(|| SpokeUsage {
+            spoke: inventory.namespaces.get(&spoke_namespace).and_then(|l| l.get(SPOKE_LABEL)).cloned(),
+            namespace: spoke_namespace,
+            ..SpokeUsage::default()
+        });
+        usage.blocks += 1;
+        let bits = u32::from(cidr.max_prefix_len() - cidr.prefix_len());
+        usage.addresses = usage.addresses.saturating_add(1u64.checked_shl(bits).unwrap_or(u64::MAX));
+    }
+    pools
+        .into_iter()
+        .filter(|(key, _)| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns)))
+        .map(|(key, spokes)| Shared { pool: key.to_string(), spokes: spokes.into_values().collect() })
+        .collect()
 }
 
 fn cell<T: ToString>(value: Option<T>) -> String {
@@ -148,16 +210,47 @@ pub(super) fn text(top: &Top) -> String {
             cell(r.ready.clone()),
         ]);
     }
-    let widths: Vec<usize> = (0..11).map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0)).collect();
+    let mut out = columns(&lines);
+    if top.pools.is_empty() {
+        out.push_str("no pools\n");
+    }
+    if !top.shared.is_empty() {
+        out.push('\n');
+        out.push_str(&shared_table(&top.shared));
+    }
+    out
+}
+
+/// Cells as columns, each as wide as its widest cell.
+fn columns<const N: usize>(lines: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N).map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for line in lines {
         let cells: Vec<String> = line.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
     }
-    if top.pools.is_empty() {
-        out.push_str("no pools\n");
-    }
     out
+}
+
+/// The shared pools' table: a line per spoke, or a line saying no block is leased.
+fn shared_table(shared: &[Shared]) -> String {
+    let mut lines =
+        vec![["SHARED POOL".to_owned(), "SPOKE".into(), "NAMESPACE".into(), "BLOCKS".into(), "ADDRESSES".into()]];
+    for pool in shared {
+        if pool.spokes.is_empty() {
+            lines.push([pool.pool.clone(), "-".into(), "-".into(), "0".into(), "0".into()]);
+        }
+        for spoke in &pool.spokes {
+            lines.push([
+                pool.pool.clone(),
+                cell(spoke.spoke.clone()),
+                spoke.namespace.clone(),
+                spoke.blocks.to_string(),
+                spoke.addresses.to_string(),
+            ]);
+        }
+    }
+    columns(&lines)
 }
 
 #[cfg(test)]
@@ -184,7 +277,7 @@ mod tests {
 
     #[test]
     fn the_table_shows_a_dash_for_what_the_status_lacks() {
-        let table = text(&Top { pools: vec![row("InClusterIPPool ns/p", None, None)] });
+        let table = text(&Top { pools: vec![row("InClusterIPPool ns/p", None, None)], ..Top::default() });
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].starts_with("POOL") && lines[0].ends_with("READY"), "{table}");
         assert!(lines[1].starts_with("InClusterIPPool ns/p") && lines[1].contains("  -  "), "{table}");

@@ -1,4 +1,6 @@
-//! Who holds an address, and otherwise which pools could hand it out (pure: no client).
+//! Who holds an address, and otherwise which pools could hand it out (pure: no client). On a
+//! hub, the block leased to a spoke that holds it; on a spoke, a spoke pool's address is not
+//! known free or taken here (its blocks live in the hub).
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -9,9 +11,12 @@ use serde::Serialize;
 use crate::allocator::{Family, NotInPool};
 use crate::api::capi::cluster_name;
 use crate::api::capi::{IPAddress, IPAddressClaim};
+use crate::api::hub::{AddressBlock, SPOKE_LABEL};
 use crate::api::keys::CLUSTER_NAME_LABEL;
+use crate::feed::{block_pool, granted};
 use crate::index::{AddressState, Index, PoolKey};
 use crate::preflight::gather::Inventory;
+use crate::preflight::spokes::{NOT_KNOWN, spoke_pool_of};
 
 use super::pools::{self, Pool};
 
@@ -22,6 +27,9 @@ pub(super) struct WhoHas {
     pub address: String,
     /// The `IPAddress` objects that record it.
     pub held: Vec<Holding>,
+    /// On a hub: the granted `AddressBlock`s that hold it, leased to a spoke.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<BlockHolding>,
     /// Every pool whose ranges hold it, and what each says of it.
     pub pools: Vec<PoolView>,
 }
@@ -42,11 +50,30 @@ pub(super) struct Holding {
     pub owners: Vec<String>,
 }
 
+/// A block of a hub's pool, leased to a spoke.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct BlockHolding {
+    /// `<kind> [<namespace>/]<name>` of the hub's pool the block is of.
+    pub pool: String,
+    /// `<namespace>/<name>` of the `AddressBlock`.
+    pub address_block: String,
+    /// The block granted (`status.cidr`).
+    pub cidr: String,
+    /// The spoke: the `hub.ferro-ipam.dev/spoke` label of the block's namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spoke: Option<String>,
+    /// The spoke pool that leased it (`spec.spokePool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spoke_pool: Option<String>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct PoolView {
     pub pool: String,
-    /// `free`, `held`, `reserved` (set aside for its claim), or `blocked`.
+    /// `free`, `held`, `reserved` (set aside for its claim), `blocked`, or, in a spoke pool,
+    /// `unknown` (whether a block of the hub holds it is not known here).
     pub state: String,
     /// Why it is blocked: excluded, the gateway, a network or broadcast address.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,6 +84,9 @@ pub(super) struct PoolView {
     /// The released claim the pool remembers it for (sticky), and until when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sticky_for: Option<String>,
+    /// A spoke pool: its hub, and that its blocks are not known here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hub: Option<String>,
     /// Whether the next claim of the pool could get it.
     pub could_hand_out: bool,
 }
@@ -88,10 +118,45 @@ fn is_gateway(pool: &Pool<'_>, ip: IpAddr) -> bool {
     gateway.and_then(|g| g.parse::<IpAddr>().ok()) == Some(ip) && !pool.key.kind.is_prefix()
 }
 
+/// The granted block of `block` that holds `ip`, as who-has tells it.
+fn block_holding(inventory: &Inventory, block: &AddressBlock, ip: IpAddr) -> Option<BlockHolding> {
+    let cidr = granted(block).filter(|cidr| cidr.contains(&ip))?;
+    let namespace = block.namespace().unwrap_or_default();
+    Some(BlockHolding {
+        pool: block_pool(block)
+            .map_or_else(|| crate::preflight::spokes::hub_pool_name(&block.spec.pool), |k| k.to_string()),
+        address_block: format!("{namespace}/{}", block.name_any()),
+        cidr: cidr.to_string(),
+        spoke: inventory.namespaces.get(&namespace).and_then(|labels| labels.get(SPOKE_LABEL)).cloned(),
+        spoke_pool: Some(block.spec.spoke_pool.clone()).filter(|p| !p.is_empty()),
+    })
+}
+
+/// What a spoke pool says of `ip`: as its spec is written, since which blocks of the hub it
+/// holds is not known here. Held when a holder of the pool holds it; None when it is in the
+/// pool's ranges but nobody here holds it (a block of the hub may or may not hold it).
+fn spoke_state(index: &Index, pool: &Pool<'_>, ip: IpAddr) -> Option<AddressState> {
+    let written = pool.spec.allocators().unwrap_or_default();
+    let Some(allocator) = written.iter().find(|a| a.family() == Family::of(ip)) else {
+        return Some(AddressState::NotInPool);
+    };
+    match allocator.check(ip) {
+        Err(NotInPool::Outside | NotInPool::WrongFamily) => Some(AddressState::NotInPool),
+        Err(why) => Some(AddressState::Blocked(why)),
+        Ok(()) if index.outside(&pool.key).contains(&ip) => Some(AddressState::Used),
+        Ok(()) => match index.address_state(&pool.key, ip) {
+            AddressState::Blocked(_) | AddressState::NotInPool => None,
+            state => Some(state),
+        },
+    }
+}
+
 fn pool_view(index: &Index, pool: &Pool<'_>, ip: IpAddr) -> Option<PoolView> {
     let key = &pool.key;
-    let state = match index.address_state(key, ip) {
-        AddressState::NotInPool if is_gateway(pool, ip) => AddressState::Blocked(NotInPool::Gateway),
+    let hub = pool.spec.hub().map(|hub| format!("{}: {NOT_KNOWN}", spoke_pool_of(hub)));
+    let state = if hub.is_some() { spoke_state(index, pool, ip) } else { Some(index.address_state(key, ip)) };
+    let state = match state {
+        Some(AddressState::NotInPool) if is_gateway(pool, ip) => Some(AddressState::Blocked(NotInPool::Gateway)),
         state => state,
     };
     let report = index.report(key);
@@ -103,11 +168,13 @@ fn pool_view(index: &Index, pool: &Pool<'_>, ip: IpAddr) -> Option<PoolView> {
         .find(|(_, remembered, _)| *remembered == ip)
         .map(|(h, _, until)| format!("{h} until {until}"));
     let (state, blocked) = match state {
-        AddressState::NotServing | AddressState::NotInPool => return None,
-        AddressState::Blocked(why) => ("blocked", Some(why.to_string())),
-        AddressState::Used if reservation.is_some_and(|(_, holders)| holders.is_empty()) => ("reserved", None),
-        AddressState::Used => ("held", None),
-        AddressState::Free => ("free", None),
+        // In a spoke pool's ranges, outside the blocks known here (none).
+        None => ("unknown", None),
+        Some(AddressState::NotServing | AddressState::NotInPool) => return None,
+        Some(AddressState::Blocked(why)) => ("blocked", Some(why.to_string())),
+        Some(AddressState::Used) if reservation.is_some_and(|(_, holders)| holders.is_empty()) => ("reserved", None),
+        Some(AddressState::Used) => ("held", None),
+        Some(AddressState::Free) => ("free", None),
     };
     Some(PoolView {
         pool: key.to_string(),
@@ -116,6 +183,7 @@ fn pool_view(index: &Index, pool: &Pool<'_>, ip: IpAddr) -> Option<PoolView> {
         could_hand_out: state == "free",
         reserved_for,
         sticky_for,
+        hub,
     })
 }
 
@@ -127,14 +195,15 @@ pub(super) fn answer(inventory: &Inventory, index: &Index, ip: IpAddr) -> WhoHas
         .filter(|a| a.spec.address.parse() == Ok(ip))
         .map(|a| holding(inventory, a))
         .collect();
+    let blocks = inventory.blocks.iter().filter_map(|b| block_holding(inventory, b, ip)).collect();
     let pools = pools::all(inventory).iter().filter_map(|p| pool_view(index, p, ip)).collect();
-    WhoHas { address: ip.to_string(), held, pools }
+    WhoHas { address: ip.to_string(), held, blocks, pools }
 }
 
 /// The answer for people.
 pub(super) fn text(answer: &WhoHas) -> String {
     let mut out = String::new();
-    if answer.held.is_empty() {
+    if answer.held.is_empty() && answer.blocks.is_empty() {
         let _ = writeln!(out, "{}: held by no IPAddress", answer.address);
     }
     for h in &answer.held {
@@ -143,6 +212,15 @@ pub(super) fn text(answer: &WhoHas) -> String {
         let _ = writeln!(out, "  cluster: {}", h.cluster.as_deref().unwrap_or("none"));
         let owners = if h.owners.is_empty() { "none".to_owned() } else { h.owners.join(", ") };
         let _ = writeln!(out, "  owners:  {owners}");
+    }
+    for b in &answer.blocks {
+        let _ =
+            writeln!(out, "{}: leased in AddressBlock {} ({}) of {}", answer.address, b.address_block, b.cidr, b.pool);
+        let _ = match &b.spoke {
+            Some(spoke) => writeln!(out, "  spoke:      {spoke}"),
+            None => writeln!(out, "  spoke:      none (its namespace has no {SPOKE_LABEL} label)"),
+        };
+        let _ = writeln!(out, "  spoke pool: {}", b.spoke_pool.as_deref().unwrap_or("not recorded"));
     }
     if answer.pools.is_empty() {
         let _ = writeln!(out, "no pool's ranges hold it");
@@ -157,6 +235,9 @@ pub(super) fn text(answer: &WhoHas) -> String {
         }
         if let Some(sticky) = &p.sticky_for {
             let _ = write!(out, "; remembered for {sticky}");
+        }
+        if let Some(hub) = &p.hub {
+            let _ = write!(out, "; {hub}");
         }
         let _ = writeln!(out, "{}", if p.could_hand_out { "; the next claim could get it" } else { "" });
     }

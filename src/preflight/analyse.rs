@@ -13,27 +13,31 @@ use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
 use crate::api::capi::IPAddress;
+use crate::api::hub::AddressBlock;
 use crate::api::keys::RESERVED_NAMES;
 use crate::feed::PoolObject;
-use crate::feed::{AddressFeed, PoolFeed};
+use crate::feed::{AddressFeed, BlockFeed, PoolFeed, SpokePools};
 use crate::index::{Index, PoolKey};
 use crate::selection::Purpose;
 
 use super::claims::{self, Decision};
 use super::findings::{
-    Adopted, Conflict, ConflictKind, FORMAT_VERSION, Features, Findings, NewClaim, PoolFinding, Summary, WaitingClaim,
-    object_name,
+    Adopted, Conflict, ConflictKind, FORMAT_VERSION, Features, Findings, NewClaim, PoolFinding, SpokeClaim, Summary,
+    WaitingClaim, object_name,
 };
 use super::gather::Inventory;
 use super::rules::PoolRules;
+use super::spokes::{NOT_KNOWN, Spokes, spoke_pool_of};
 
 /// How long the controller keeps a released claim's address for a claim of the same name, by
 /// default (`--sticky-address-seconds`); it decides which address a new claim would get.
 const STICKY: Duration = Duration::from_secs(600);
 
-/// Feeds one complete listing into a pool feed, as the pool watch's first listing does.
-fn feed_pools<K: PoolObject>(index: &Index, pools: &[K]) {
-    let mut feed = PoolFeed::new(index.clone(), crate::feed::SpokePools::new(index.clone()), || {});
+/// Feeds one complete listing into a pool feed, as the pool watch's first listing does. A spoke
+/// pool goes through `spokes`, as the controller's: limited to the blocks of the hub it knows,
+/// none here (they live in the hub).
+fn feed_pools<K: PoolObject>(index: &Index, spokes: &SpokePools, pools: &[K]) {
+    let mut feed = PoolFeed::new(index.clone(), spokes.clone(), || {});
     feed.apply::<K>(&Event::Init);
     for pool in pools {
         feed.apply(&Event::InitApply(pool.clone()));
@@ -50,20 +54,39 @@ fn feed_addresses(index: &Index, addresses: &[IPAddress]) {
     feed.apply(&Event::InitDone);
 }
 
-/// Builds the index from the inventory's pools and addresses, as the controller does on start.
+/// Feeds a hub's `AddressBlock`s as the block watch's first listing does: each granted block
+/// keeps its addresses used in its pool.
+fn feed_blocks(index: &Index, blocks: &[AddressBlock]) {
+    let mut feed = BlockFeed::new(index.clone(), || {});
+    feed.apply(&Event::Init);
+    for block in blocks {
+        feed.apply(&Event::InitApply(block.clone()));
+    }
+    feed.apply(&Event::InitDone);
+}
+
+/// Builds the index from the inventory's pools, blocks and addresses, as the controller does on
+/// start.
 pub(crate) fn build_index(inventory: &Inventory, now: Timestamp) -> Index {
     let (index, _triggers) = Index::with_clock(STICKY, Arc::new(move || now));
-    feed_pools(&index, &inventory.in_cluster_pools);
-    feed_pools(&index, &inventory.global_pools);
-    feed_pools(&index, &inventory.in_cluster_prefix_pools);
-    feed_pools(&index, &inventory.global_prefix_pools);
+    let spokes = SpokePools::new(index.clone());
+    feed_pools(&index, &spokes, &inventory.in_cluster_pools);
+    feed_pools(&index, &spokes, &inventory.global_pools);
+    feed_pools(&index, &spokes, &inventory.in_cluster_prefix_pools);
+    feed_pools(&index, &spokes, &inventory.global_prefix_pools);
+    feed_blocks(&index, &inventory.blocks);
     feed_addresses(&index, &inventory.addresses);
     index.set_ready();
     index
 }
 
 /// One pool's finding, before claims are looked at.
-fn pool_finding<K: PoolObject + serde::Serialize>(pool: &K, index: &Index, rules: &PoolRules) -> PoolFinding {
+fn pool_finding<K: PoolObject + serde::Serialize>(
+    pool: &K,
+    index: &Index,
+    rules: &PoolRules,
+    spokes: &Spokes,
+) -> PoolFinding {
     let key = pool.key();
     let report = index.report(&key);
     let totals = report.totals();
@@ -80,6 +103,7 @@ fn pool_finding<K: PoolObject + serde::Serialize>(pool: &K, index: &Index, rules
         total: totals.total.to_string(),
         free: totals.free.to_string(),
         overlaps: report.overlaps.iter().map(ToString::to_string).collect(),
+        hub: spokes.hub(&key).map(|hub| format!("{}: {NOT_KNOWN}", spoke_pool_of(hub))),
         adopted: Vec::new(),
     }
 }
@@ -101,6 +125,7 @@ fn address_conflicts(
     index: &Index,
     by_pool: &BTreeMap<PoolKey, Vec<&IPAddress>>,
     known_pools: &BTreeSet<PoolKey>,
+    spokes: &Spokes,
 ) -> Vec<Conflict> {
     let mut found = Vec::new();
     for (pool, addresses) in by_pool {
@@ -132,7 +157,9 @@ fn address_conflicts(
                 ),
             });
         }
-        for ip in &report.out_of_range {
+        // A spoke pool's addresses lie outside the blocks known here (none): only those its
+        // spec as written does not allow are outside it.
+        for ip in report.out_of_range.iter().filter(|ip| !spokes.may_hold(pool, **ip)) {
             found.push(Conflict {
                 kind: ConflictKind::OutsidePool,
                 pool: Some(pool.to_string()),
@@ -208,6 +235,7 @@ struct Sorted {
     refused: Vec<Conflict>,
     waiting: Vec<WaitingClaim>,
     to_allocate: Vec<NewClaim>,
+    spoke_claims: Vec<SpokeClaim>,
     releasing: usize,
 }
 
@@ -219,6 +247,7 @@ fn sort_out(decisions: Vec<Decision>) -> Sorted {
             Decision::Refuse(conflict) => sorted.refused.push(conflict),
             Decision::Wait(claim) => sorted.waiting.push(claim),
             Decision::Allocate(claim) => sorted.to_allocate.push(claim),
+            Decision::FromHub(claim) => sorted.spoke_claims.push(claim),
             Decision::Release => sorted.releasing += 1,
         }
     }
@@ -229,16 +258,17 @@ fn sort_out(decisions: Vec<Decision>) -> Sorted {
 pub fn analyse(inventory: &Inventory, now: Timestamp) -> Findings {
     let index = build_index(inventory, now);
     let rules = PoolRules::new();
+    let spokes = Spokes::of(inventory);
     let pools: Vec<(PoolKey, PoolFinding)> = inventory
         .in_cluster_pools
         .iter()
-        .map(|p| (p.key(), pool_finding(p, &index, &rules)))
-        .chain(inventory.global_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules))))
-        .chain(inventory.in_cluster_prefix_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules))))
-        .chain(inventory.global_prefix_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules))))
+        .map(|p| (p.key(), pool_finding(p, &index, &rules, &spokes)))
+        .chain(inventory.global_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules, &spokes))))
+        .chain(inventory.in_cluster_prefix_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules, &spokes))))
+        .chain(inventory.global_prefix_pools.iter().map(|p| (p.key(), pool_finding(p, &index, &rules, &spokes))))
         .collect();
     let known_pools: BTreeSet<PoolKey> = pools.iter().map(|(key, _)| key.clone()).collect();
-    let mut conflicts = address_conflicts(&index, &addresses_by_pool(&inventory.addresses), &known_pools);
+    let mut conflicts = address_conflicts(&index, &addresses_by_pool(&inventory.addresses), &known_pools, &spokes);
     conflicts.extend(super::reservations::contradicted(&index, &known_pools, &inventory.claims));
     let outcome = claims::decide(&index, inventory);
     let mut sorted = sort_out(outcome.decisions);
@@ -283,6 +313,7 @@ fn assemble(
         conflicts: conflicts.len(),
         waiting: sorted.waiting.len(),
         to_allocate: sorted.to_allocate.len(),
+        spoke_claims: sorted.spoke_claims.len(),
         releasing: sorted.releasing,
         unclaimed: unclaimed.len(),
         unreadable: inventory.unreadable.len(),
@@ -296,6 +327,7 @@ fn assemble(
         conflicts,
         waiting: sorted.waiting,
         to_allocate: sorted.to_allocate,
+        spoke_claims: sorted.spoke_claims,
         unclaimed,
         unreadable: inventory.unreadable.clone(),
         features,

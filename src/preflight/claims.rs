@@ -14,8 +14,9 @@ use crate::contract::{Admission, ClusterState, Gate, Target, admission, belongs_
 use crate::index::{HolderKey, Index, PoolKey};
 use crate::selection::Purpose;
 
-use super::findings::{Conflict, ConflictKind, NewClaim, WaitingClaim, object_name};
+use super::findings::{Conflict, ConflictKind, NewClaim, SpokeClaim, WaitingClaim, object_name};
 use super::gather::Inventory;
+use super::spokes::{NOT_KNOWN, Spokes, spoke_pool_of};
 
 /// The reason of a claim the pause rules leave alone (the controller writes nothing for it).
 pub(crate) const HELD: &str = "Held";
@@ -33,6 +34,9 @@ pub(crate) enum Decision {
     Refuse(Conflict),
     Wait(WaitingClaim),
     Allocate(NewClaim),
+    /// A claim of a spoke pool: its hub's blocks, not known here, decide whether it would get an
+    /// address or wait.
+    FromHub(SpokeClaim),
     /// Release its address: the claim is being deleted.
     Release,
 }
@@ -61,8 +65,16 @@ fn wait(holder: &HolderKey, pool: Option<&PoolKey>, reason: &str, message: Strin
     })
 }
 
-/// The claim's own `IPAddress` exists: would the controller adopt it?
-fn adopt(index: &Index, claim: &IPAddressClaim, address: &IPAddress, key: &PoolKey, holder: &HolderKey) -> Decision {
+/// The claim's own `IPAddress` exists: would the controller adopt it? Of a spoke pool, an
+/// address its spec as written allows is taken to be in one of its blocks, which are not known
+/// here.
+fn adopt(
+    index: &Index,
+    claim: &IPAddressClaim,
+    address: &IPAddress,
+    (key, holder): (&PoolKey, &HolderKey),
+    spokes: &Spokes,
+) -> Decision {
     let refuse = |address: Option<String>, message: String| {
         Decision::Refuse(Conflict {
             kind: ConflictKind::NotAdoptable,
@@ -92,7 +104,7 @@ fn adopt(index: &Index, claim: &IPAddressClaim, address: &IPAddress, key: &PoolK
         );
     };
     let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| *r.name == *holder.name);
-    match index.adopt(key, holder, ip, bound) {
+    match index.adopt(key, holder, ip, bound || spokes.may_hold(key, ip)) {
         Ok(()) => Decision::Adopt { pool: key.clone(), claim: holder.to_string(), ip },
         Err(error) => refuse(
             Some(ip.to_string()),
@@ -161,6 +173,17 @@ fn not_admitted(
 struct Around<'a> {
     clusters: Option<&'a Named<'a, Cluster>>,
     namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+    spokes: &'a Spokes,
+}
+
+/// A claim of a spoke pool, not served yet: what it would get is not known here.
+fn from_hub(holder: &HolderKey, key: &PoolKey, spokes: &Spokes) -> Option<Decision> {
+    let hub = spokes.hub(key)?;
+    Some(Decision::FromHub(SpokeClaim {
+        claim: holder.to_string(),
+        pool: key.to_string(),
+        note: format!("{}: {NOT_KNOWN}", spoke_pool_of(hub)),
+    }))
 }
 
 fn decide_one(
@@ -196,10 +219,10 @@ fn decide_one(
     match (facts, address) {
         (None, _) => wait(&holder, Some(&key), not_ready, format!("{key} not found")),
         (Some(f), _) if f.deleting => wait(&holder, Some(&key), not_ready, format!("{key} is being deleted")),
-        (Some(_), Some(address)) => adopt(index, claim, address, &key, &holder),
-        (Some(_), None) => {
-            not_admitted(index, &key, &holder, namespaces).unwrap_or_else(|| allocate(index, claim, &key, &holder))
-        }
+        (Some(_), Some(address)) => adopt(index, claim, address, (&key, &holder), around.spokes),
+        (Some(_), None) => not_admitted(index, &key, &holder, namespaces)
+            .or_else(|| from_hub(&holder, &key, around.spokes))
+            .unwrap_or_else(|| allocate(index, claim, &key, &holder)),
     }
 }
 
@@ -208,7 +231,8 @@ fn decide_one(
 pub(crate) fn decide(index: &Index, inventory: &Inventory) -> Outcome {
     let addresses = by_name(&inventory.addresses);
     let clusters = inventory.clusters.as_deref().map(by_name);
-    let around = Around { clusters: clusters.as_ref(), namespaces: &inventory.namespaces };
+    let spokes = Spokes::of(inventory);
+    let around = Around { clusters: clusters.as_ref(), namespaces: &inventory.namespaces, spokes: &spokes };
     let claim_names: BTreeSet<(String, String)> = by_name(&inventory.claims).into_keys().collect();
     let mut ours: Vec<(&IPAddressClaim, Target, Option<&IPAddress>)> = inventory
         .claims

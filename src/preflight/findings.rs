@@ -33,6 +33,10 @@ pub struct Findings {
     pub conflicts: Vec<Conflict>,
     pub waiting: Vec<WaitingClaim>,
     pub to_allocate: Vec<NewClaim>,
+    /// Claims without an `IPAddress` of spoke pools: served from blocks leased from the hub,
+    /// which are not known here, so whether they would get an address or wait is not told.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub spoke_claims: Vec<SpokeClaim>,
     /// `IPAddress` objects of our pools that no claim of their name owns. ferro-ipam keeps their
     /// addresses and never hands them out; the pool reports them (`UnclaimedAddresses`).
     pub unclaimed: Vec<String>,
@@ -67,6 +71,9 @@ pub struct Summary {
     pub waiting: usize,
     /// Claims without an `IPAddress` that would get one at once.
     pub to_allocate: usize,
+    /// Claims without an `IPAddress` of spoke pools, whose fate the hub's blocks decide.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spoke_claims: usize,
     /// Claims being deleted, whose addresses would be released (after the grace period).
     pub releasing: usize,
     pub unclaimed: usize,
@@ -96,6 +103,10 @@ pub struct PoolFinding {
     pub free: String,
     /// Pools sharing its address space whose ranges intersect its own.
     pub overlaps: Vec<String>,
+    /// A spoke pool (`spec.hub`): its hub's pool and namespace, and that its room is not known
+    /// here (`total` and `free` count only the blocks known here: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hub: Option<String>,
     /// The addresses live claims would keep, lowest first.
     pub adopted: Vec<Adopted>,
 }
@@ -175,6 +186,21 @@ pub struct NewClaim {
     /// The address it would get, when the pool is known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+}
+
+/// A claim of a spoke pool, not served yet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpokeClaim {
+    pub claim: String,
+    pub pool: String,
+    /// The pool's hub, and why its fate is not told: `a spoke pool of the hub's <pool> (hub
+    /// namespace <ns>): served from blocks leased from the hub; not known here`.
+    pub note: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -10,6 +10,7 @@ use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::api::capi::{Cluster, IPAddress, IPAddressClaim};
+use crate::api::hub::{AddressBlock, SHARED_LABEL};
 use crate::api::keys::IPAM_GROUP;
 use crate::api::{CapiVersion, GlobalInClusterIPPool, GlobalInClusterPrefixPool, InClusterIPPool, InClusterPrefixPool};
 use crate::client::discovery;
@@ -35,8 +36,11 @@ pub struct Inventory {
     pub prefix_pools: PrefixPools,
     pub unreadable: Vec<Unreadable>,
     /// The labels of every Namespace, by name; listed only when a global pool has a
-    /// `namespaceSelector` (empty otherwise).
+    /// `namespaceSelector` or an `AddressBlock` exists (empty otherwise).
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// A hub's `AddressBlock`s, in all namespaces: the blocks of its pools leased to spokes.
+    /// Empty when the API server serves no `AddressBlock`.
+    pub blocks: Vec<AddressBlock>,
 }
 
 #[cfg(test)]
@@ -55,6 +59,7 @@ impl Inventory {
             prefix_pools: PrefixPools::default(),
             unreadable: Vec::new(),
             namespaces: BTreeMap::new(),
+            blocks: Vec::new(),
         }
     }
 }
@@ -172,7 +177,8 @@ async fn prefix_pools(client: &Client, unreadable: &mut Vec<Unreadable>) -> anyh
     })
 }
 
-/// Reads pools, addresses, claims, Clusters and prefix pools, in all namespaces.
+/// Reads pools, addresses, claims, Clusters, prefix pools and a hub's `AddressBlock`s, in all
+/// namespaces.
 pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
     let served = discovery::versions(client).await?;
     let mut unreadable = Vec::new();
@@ -187,9 +193,12 @@ pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
         None => None,
     };
     let prefixes = prefix_pools(client, &mut unreadable).await?;
+    let shared = in_cluster_pools.iter().any(|p: &InClusterIPPool| p.labels().contains_key(SHARED_LABEL))
+        || global_pools.iter().any(|p: &GlobalInClusterIPPool| p.labels().contains_key(SHARED_LABEL));
+    let blocks = address_blocks(client, shared, &mut unreadable).await?;
     let selectors = global_pools.iter().any(|p: &GlobalInClusterIPPool| p.spec.namespace_selector.is_some())
         || prefixes.global.iter().any(|p| p.spec.namespace_selector.is_some());
-    let namespaces = if selectors { namespace_labels(client).await? } else { BTreeMap::new() };
+    let namespaces = if selectors || !blocks.is_empty() { namespace_labels(client).await? } else { BTreeMap::new() };
     Ok(Inventory {
         capi: served.ipam,
         in_cluster_pools,
@@ -202,10 +211,29 @@ pub async fn gather(client: &Client) -> anyhow::Result<Inventory> {
         prefix_pools: prefixes.counted,
         unreadable,
         namespaces,
+        blocks,
     })
 }
 
-/// The labels of every Namespace, for the selectors of global pools.
+/// The `AddressBlock`s of every namespace. None when the API server serves no `AddressBlock`
+/// (no hub CRD), and none when they may not be listed on a cluster with no pool labelled
+/// shared: such a cluster is no hub, it grants no block. A hub's must be read, or the addresses
+/// it leased to spokes would look free.
+async fn address_blocks(
+    client: &Client,
+    shared: bool,
+    unreadable: &mut Vec<Unreadable>,
+) -> anyhow::Result<Vec<AddressBlock>> {
+    let resource = ApiResource::erase::<AddressBlock>(&());
+    match list_all(client, &resource).await {
+        Ok(objects) => Ok(typed(objects, &resource, unreadable)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(kube::Error::Api(status)) if status.code == 403 && !shared => Ok(Vec::new()),
+        Err(error) => Err(explain(error, &resource)),
+    }
+}
+
+/// The labels of every Namespace, for the selectors of global pools and the spokes of blocks.
 async fn namespace_labels(client: &Client) -> anyhow::Result<BTreeMap<String, BTreeMap<String, String>>> {
     let resource = ApiResource::erase::<Namespace>(&());
     let objects = list_all(client, &resource).await.map_err(|error| explain(error, &resource))?;

@@ -14,6 +14,7 @@ mod other_provider;
 mod report;
 mod reservations;
 mod rules;
+pub(crate) mod spokes;
 
 use anyhow::Context as _;
 use k8s_openapi::jiff::Timestamp;
@@ -70,6 +71,10 @@ pub async fn run(kubeconfig: Option<&std::path::Path>, output: Output) -> anyhow
     Ok(findings.exit_status())
 }
 
+#[cfg(test)]
+pub(crate) mod hub_fixtures;
+#[cfg(test)]
+mod hub_tests;
 #[cfg(test)]
 mod lease_tests;
 #[cfg(test)]

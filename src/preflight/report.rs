@@ -39,7 +39,14 @@ fn pool_name(pool: &PoolFinding) -> String {
 }
 
 fn pool_lines(out: &mut String, pool: &PoolFinding) {
-    let _ = write!(out, "  {}: {} of {} free", pool_name(pool), pool.free, pool.total);
+    match &pool.hub {
+        Some(hub) => {
+            let _ = write!(out, "  {}: {hub}", pool_name(pool));
+        }
+        None => {
+            let _ = write!(out, "  {}: {} of {} free", pool_name(pool), pool.free, pool.total);
+        }
+    }
     if pool.paused {
         out.push_str(", paused");
     }
@@ -139,6 +146,10 @@ fn claim_lines(out: &mut String, findings: &Findings) {
         (Some(pool), Some(address)) => format!("{}: {address} of {pool}", n.claim),
         _ => format!("{}: from a pool labelled for its purpose", n.claim),
     });
+    if !findings.spoke_claims.is_empty() {
+        let _ = writeln!(out, "\nClaims of spoke pools, {}: {}", super::spokes::NOT_KNOWN, findings.spoke_claims.len());
+        limited(out, &findings.spoke_claims, |c| format!("{}: {}, {}", c.claim, c.pool, c.note));
+    }
     if findings.summary.releasing > 0 {
         let _ =
             writeln!(out, "\nClaims being deleted, whose addresses would be released: {}", findings.summary.releasing);
