@@ -128,6 +128,9 @@ pub struct SharedRun {
     /// Until the first claim was Ready, and half of them.
     pub first_ready_seconds: Option<f64>,
     pub half_ready_seconds: Option<f64>,
+    /// Claims seen `Ready=False` before they were Ready, by the condition's reason (a spoke
+    /// pool's claims that found no room wait with `WaitingForHub`).
+    pub waited: BTreeMap<String, usize>,
     /// CPU time of each ferro-ipam from the first create until the spoke's API server was quiet.
     pub spoke_cpu_seconds: f64,
     pub hub_cpu_seconds: f64,
@@ -139,6 +142,8 @@ pub struct SharedRun {
     pub hub_calls: BTreeMap<String, HubCalls>,
     /// Mean of ferro-ipam's `allocation_latency` (a claim first seen to its IPAddress written).
     pub allocation_latency_mean: Option<f64>,
+    /// The spoke's ferro-ipam's reconciles, by controller (`ferro_ipam_reconciles_total`).
+    pub reconciles: BTreeMap<String, f64>,
     /// Deleting the claims until they, the pool and (spoke) its blocks were gone.
     pub teardown_seconds: f64,
     /// The machine's 1-minute load average before and after.
@@ -220,10 +225,11 @@ async fn rounds(
 /// One log line of a measurement.
 fn describe(run: &SharedRun) -> String {
     let mut line = format!(
-        "{:.1} s ({:.1} s creating, first Ready {}), spoke ferro-ipam {:.1} s CPU, hub {:.1} s, {:.2} requests per claim, torn down in {:.1} s",
+        "{:.1} s ({:.1} s creating, first Ready {}, {} waited), spoke ferro-ipam {:.1} s CPU, hub {:.1} s, {:.2} requests per claim, torn down in {:.1} s",
         run.seconds,
         run.create_seconds,
         seconds(run.first_ready_seconds),
+        run.waited.values().sum::<usize>(),
         run.spoke_cpu_seconds,
         run.hub_cpu_seconds,
         total(&run.requests) / run.claims as f64,
@@ -353,6 +359,20 @@ fn calls_since(after: &BTreeMap<String, HubCalls>, before: &BTreeMap<String, Hub
         .collect()
 }
 
+/// `ferro_ipam_reconciles_total` by controller.
+fn reconciles(metrics: &str) -> BTreeMap<String, f64> {
+    let mut by: BTreeMap<String, f64> = BTreeMap::new();
+    for (labels, value) in series(metrics, "ferro_ipam_reconciles_total") {
+        *by.entry(label(labels, "controller").unwrap_or_default().to_owned()).or_default() += value;
+    }
+    by
+}
+
+/// `after - before` of each key.
+fn delta(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after.iter().map(|(key, a)| (key.clone(), a - before.get(key).copied().unwrap_or(0.0))).collect()
+}
+
 /// `ferro_ipam_allocation_latency_seconds`: (sum, count).
 fn allocation_latency(metrics: &str) -> (f64, f64) {
     let one = |suffix: &str| {
@@ -362,11 +382,18 @@ fn allocation_latency(metrics: &str) -> (f64, f64) {
 }
 
 /// Counts a namespace's claims that are Ready with an address, from a watch started before the
-/// first claim; keeps when each became Ready.
+/// first claim; keeps when each became Ready, and the reason of each claim seen not Ready.
 struct ReadyWatch {
     count: watch::Receiver<usize>,
     times: Arc<Mutex<Vec<Instant>>>,
+    waited: Arc<Mutex<HashMap<String, String>>>,
     _task: AbortOnDrop,
+}
+
+/// The reason of a claim's `Ready=False`, if it says so.
+fn not_ready_reason(claim: &IPAddressClaim) -> Option<String> {
+    let ready = claim.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready" && c.status == "False")?;
+    Some(ready.reason.clone().unwrap_or_default())
 }
 
 fn is_ready(claim: &IPAddressClaim) -> bool {
@@ -380,7 +407,8 @@ async fn watch_ready(client: &Client, namespace: &str) -> Result<ReadyWatch> {
     let api = claims_api(client, namespace);
     let (tx, mut count) = watch::channel(usize::MAX);
     let times: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let kept = times.clone();
+    let waited: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let (kept, kept_waits) = (times.clone(), waited.clone());
     let task = tokio::spawn(async move {
         let mut ready: HashSet<String> = HashSet::new();
         let mut listed = false;
@@ -391,6 +419,9 @@ async fn watch_ready(client: &Client, namespace: &str) -> Result<ReadyWatch> {
                 Event::Apply(claim) | Event::InitApply(claim) => {
                     if is_ready(&claim) && ready.insert(claim.name_any()) {
                         kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Instant::now());
+                    } else if let Some(reason) = not_ready_reason(&claim) {
+                        let mut waits = kept_waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        waits.entry(claim.name_any()).or_insert(reason);
                     }
                 }
                 Event::Delete(claim) => {
@@ -406,7 +437,7 @@ async fn watch_ready(client: &Client, namespace: &str) -> Result<ReadyWatch> {
     });
     let task = AbortOnDrop(task);
     count.wait_for(|n| *n != usize::MAX).await?;
-    Ok(ReadyWatch { count, times, _task: task })
+    Ok(ReadyWatch { count, times, waited, _task: task })
 }
 
 /// When each AddressBlock of the spoke's hub namespace was first seen, and seen granted.
@@ -582,6 +613,10 @@ async fn measure_one(
     let (hub_after, spoke_after) = pair.cpu()?;
     let load_after = load_average();
     let times = ready.times.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let mut waited: BTreeMap<String, usize> = BTreeMap::new();
+    for reason in ready.waited.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values() {
+        *waited.entry(reason.clone()).or_default() += 1;
+    }
     let seen = block_watch.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     drop((ready, block_watch));
 
@@ -614,12 +649,14 @@ async fn measure_one(
         create_seconds,
         first_ready_seconds: nth_after(&times, 0, started),
         half_ready_seconds: nth_after(&times, claims.div_ceil(2).saturating_sub(1), started),
+        waited,
         spoke_cpu_seconds: spoke_after.cpu_seconds - spoke_before.cpu_seconds,
         hub_cpu_seconds: hub_after.cpu_seconds - hub_before.cpu_seconds,
         requests: requests_after.since(&requests_before).without("POST ipaddressclaims", claims as f64).0,
         blocks: timeline(&seen, started),
         hub_calls: calls_since(&hub_calls(&metrics_after), &hub_calls(&metrics_before)),
         allocation_latency_mean: (latency_count > 0.0).then(|| latency_sum / latency_count),
+        reconciles: delta(&reconciles(&metrics_after), &reconciles(&metrics_before)),
         teardown_seconds: 0.0,
         load: (load_before, load_after),
     };
@@ -766,16 +803,17 @@ pub fn markdown(shared: &SharedPool) -> String {
     }
     let _ = writeln!(
         out,
-        "Per measurement: first and half Ready, after the first create; blocks asked and granted as a watch of \
-         the hub saw them (asked: created; the wait: from created to granted); the spoke's round trips to the \
-         hub from `ferro_ipam_hub_request_duration_seconds` (count, mean); CPU time of each ferro-ipam; \
+        "Per measurement: first and half Ready, after the first create; the claims a watch saw `Ready=False` \
+         before Ready, by reason; the mean of ferro-ipam's `allocation_latency` (a claim first seen to its \
+         IPAddress written); the claim controller's reconciles (`ferro_ipam_reconciles_total`); blocks asked and granted as a watch of the hub saw them (asked: created; the \
+         wait: from created to granted); the spoke's round trips to the hub from `ferro_ipam_hub_request_duration_seconds` (count, mean); CPU time of each ferro-ipam; \
          requests per claim on the spoke's API server.\n"
     );
     let _ = writeln!(
         out,
-        "| round | pool | time | creating | first Ready | half Ready | blocks asked (granted) | first block asked / granted | last block granted | grant wait (median, max) | hub round trips | spoke CPU | hub CPU | requests per claim | load |"
+        "| round | pool | time | creating | first Ready | half Ready | claims that waited | allocation latency (mean) | claim reconciles per claim | blocks asked (granted) | first block asked / granted | last block granted | grant wait (median, max) | hub round trips | spoke CPU | hub CPU | requests per claim | load |"
     );
-    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|");
     for r in runs {
         let b = &r.blocks;
         let (blocks, firsts, last, wait) = match r.pool {
@@ -799,15 +837,21 @@ pub fn markdown(shared: &SharedPool) -> String {
                 .collect::<Vec<_>>()
                 .join("; "),
         };
+        let waited = match r.waited.is_empty() {
+            true => "0".to_owned(),
+            false => r.waited.iter().map(|(reason, n)| format!("{n} {reason}")).collect::<Vec<_>>().join(", "),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {:.1} s | {:.1} s | {} | {} | {blocks} | {firsts} | {last} | {wait} | {calls} | {:.1} s | {:.1} s | {:.2} | {:.1}–{:.1} |",
+            "| {} | {} | {:.1} s | {:.1} s | {} | {} | {waited} | {} | {:.2} | {blocks} | {firsts} | {last} | {wait} | {calls} | {:.1} s | {:.1} s | {:.2} | {:.1}–{:.1} |",
             r.round + 1,
             r.pool.name(),
             r.seconds,
             r.create_seconds,
             seconds(r.first_ready_seconds),
             seconds(r.half_ready_seconds),
+            seconds2(r.allocation_latency_mean),
+            r.reconciles.get("claim").copied().unwrap_or(0.0) / r.claims as f64,
             r.spoke_cpu_seconds,
             r.hub_cpu_seconds,
             total(&r.requests) / r.claims as f64,
@@ -872,12 +916,14 @@ mod tests {
             create_seconds: 2.0,
             first_ready_seconds: Some(0.5),
             half_ready_seconds: Some(3.0),
+            waited: BTreeMap::new(),
             spoke_cpu_seconds: 1.0,
             hub_cpu_seconds: 0.1,
             requests: BTreeMap::from([("POST ipaddresses".to_owned(), 1000.0)]),
             blocks: Blocks::default(),
             hub_calls: BTreeMap::new(),
             allocation_latency_mean: None,
+            reconciles: BTreeMap::from([("claim".to_owned(), 2500.0)]),
             teardown_seconds: 9.0,
             load: (1.0, 1.5),
         }
@@ -892,9 +938,12 @@ mod tests {
 
     #[test]
     fn the_ratio_is_the_median_of_the_rounds_ratios_beside_the_ratio_of_medians() {
+        let mut waited = run(PoolSide::Spoke, 0, 12.0);
+        waited.waited.insert("WaitingForHub".to_owned(), 300);
+        waited.allocation_latency_mean = Some(1.5);
         let runs = vec![
             run(PoolSide::Local, 0, 10.0),
-            run(PoolSide::Spoke, 0, 12.0),
+            waited,
             run(PoolSide::Spoke, 1, 30.0),
             run(PoolSide::Local, 1, 20.0),
             run(PoolSide::Local, 2, 8.0),
@@ -910,7 +959,11 @@ mod tests {
         assert!(verdict(Some(&s)).is_ok());
         let report = markdown(&SharedPool { runs, setup_seconds: Some(20.0), warmup_seconds: Some(3.0) });
         assert!(report.contains("| 1000 | 16 | 3 | 10.0 s | 16.0 s | 1.50 | 1.60 | yes |"), "{report}");
-        assert!(report.contains("| 2 | spoke | 30.0 s | 2.0 s |"), "{report}");
+        assert!(report.contains("| 2 | spoke | 30.0 s | 2.0 s | 0.5 s | 3.0 s | 0 | - |"), "{report}");
+        assert!(
+            report.contains("| 1 | spoke | 12.0 s | 2.0 s | 0.5 s | 3.0 s | 300 WaitingForHub | 1.50 s | 2.50 |"),
+            "{report}"
+        );
         assert!(report.contains("| `POST ipaddresses` | 1.000 | 1.000 |"), "{report}");
     }
 
@@ -958,6 +1011,13 @@ mod tests {
         assert!(!reaches_hub(after, "shared-1"));
         assert!(!reaches_hub(before, "shared-1-spoke"));
         assert_eq!(allocation_latency(after), (3.0, 8.0));
+        let counts = |claim: f64| {
+            format!(
+                "ferro_ipam_reconciles_total{{controller=\"claim\"}} {claim}\nferro_ipam_reconciles_total{{controller=\"pool\"}} 5\n"
+            )
+        };
+        let reconciled = delta(&reconciles(&counts(2600.0)), &reconciles(&counts(100.0)));
+        assert_eq!(reconciled, BTreeMap::from([("claim".to_owned(), 2500.0), ("pool".to_owned(), 0.0)]));
     }
 
     #[test]
