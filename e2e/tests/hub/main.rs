@@ -12,6 +12,10 @@
 //! - `refusals`: the hub grants no block outside a spoke's namespace, nor of a pool not shared.
 //! - `docs_page`: the set-up the book's page shows (`docs/shared-pools.md`), run word for word on
 //!   a hub and a spoke of its own, serves the spoke's claims.
+//! - `storms`: the faults of issue 42 on a hub and two spokes of their own, one test at a time: a
+//!   spoke's ferro-ipam killed, the hub's API server stopped, a spoke cut off from the hub, a
+//!   spoke's etcd restored from a backup; each mid-storm, then no address twice, every claim
+//!   served, nothing leaked.
 //!
 //! The three planes and their providers are started once (`fleet::fleet`) and shared by the tests.
 //! `make test-hub` runs them; the logs stay in each plane's directory, named in the output.
@@ -23,6 +27,7 @@ mod rbac;
 mod refusals;
 mod report;
 mod shared;
+mod storms;
 mod unreachable;
 
 use std::time::Duration;
