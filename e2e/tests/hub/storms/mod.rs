@@ -17,7 +17,9 @@
 //! - `hub_down`: the hub's kube-apiserver SIGKILLed mid-storm, started again 15 s later; the
 //!   spokes serve what fits their blocks, the rest waits `WaitingForHub`, bound addresses stay;
 //! - `partition`: one spoke reaches the hub through a loopback proxy, which refuses every
-//!   connection for 20 s mid-storm; `ferro_ipam_hub_reachable` goes to 0 and back to 1.
+//!   connection for 20 s mid-storm; `ferro_ipam_hub_reachable` goes to 0 and back to 1;
+//! - `restore`: a spoke's etcd restored from a backup taken before it returned two blocks, one
+//!   of which the other spoke has taken since.
 //!
 //! They run on a hub and two spokes of their own ([`rig`]), not the main fleet: they stop its
 //! API server, kill its processes and rewind its etcd, which the main fleet's tests must never
@@ -32,6 +34,7 @@
 mod hub_down;
 mod kill;
 mod partition;
+mod restore;
 mod rig;
 mod storm;
 
