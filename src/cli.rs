@@ -103,6 +103,31 @@ pub enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: crate::preflight::Output,
     },
+    /// Commands for the hub of pools shared by many management clusters.
+    Hub {
+        #[command(subcommand)]
+        command: HubCommand,
+    },
+}
+
+/// `ferro-ipam hub ...`, run against the hub.
+#[derive(Subcommand, Debug, Clone)]
+pub enum HubCommand {
+    /// Return every AddressBlock of a spoke gone for good: deletes the blocks of the spoke's
+    /// namespace, whose addresses the hub's pools then hand out again. Refuses while the spoke
+    /// still renews its Lease (ferro-ipam-spoke) there, or when the namespace is not labelled
+    /// hub.ferro-ipam.dev/spoke. Exit status: 0 returned, 1 refused, 2 could not look.
+    Drain {
+        /// The spoke's namespace in the hub.
+        #[arg(long, short = 'n', value_name = "SPOKE_NS")]
+        namespace: String,
+        /// Path to a kubeconfig of the hub, as for preflight.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Output format: text, or JSON for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: crate::preflight::Output,
+    },
 }
 
 /// How log lines are written.

@@ -1,6 +1,6 @@
 #![forbid(unsafe_code)]
 
-use ferro_ipam::cli::{Cli, Command};
+use ferro_ipam::cli::{Cli, Command, HubCommand};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -39,6 +39,10 @@ async fn main() -> anyhow::Result<()> {
             interval: *metrics_interval,
         });
         std::process::exit(ferro_ipam::inspect::top(kubeconfig, namespace.as_deref(), metrics, *output).await);
+    }
+    if let Some(Command::Hub { command: HubCommand::Drain { namespace, kubeconfig, output } }) = &cli.command {
+        let kubeconfig = kubeconfig.as_deref().or(cli.run.kubeconfig.as_deref());
+        std::process::exit(ferro_ipam::inspect::hub_drain(kubeconfig, namespace, *output).await);
     }
     if let Some(Command::Crds { output_dir }) = cli.command {
         match output_dir {

@@ -333,6 +333,7 @@ fn every_delete_and_finalizer_drop_in_src_has_its_row_in_the_deletes_table() {
         ("src/controller/cluster_vip/mod.rs", "A Cluster's control-plane VIP claim"),
         ("src/controller/cluster_vip/mod.rs", "`ferro-ipam.dev/control-plane-vip` finalizer"),
         ("src/controller/hub/spoke/session.rs", "A spoke's `AddressBlock` in the hub (a block returned)"),
+        ("src/inspect/drain.rs", "by `ferro-ipam hub drain`"),
     ];
     let section = deletes_section();
     for (_, phrase) in covered {

@@ -163,3 +163,15 @@ fn unknown_flags_are_refused_by_name() {
     assert!(refused(&["--no-such-flag"]).contains("--no-such-flag"));
     assert!(refused(&["--webhook-port=9443"]).contains("--webhook-port"));
 }
+
+#[test]
+fn hub_drain_takes_the_spokes_namespace_and_nothing_runs_without_it() {
+    let cli = Cli::from_args(["ferro-ipam", "hub", "drain", "-n", "spoke-east", "-o", "json"]).expect("parsed");
+    let Some(Command::Hub { command: HubCommand::Drain { namespace, kubeconfig, output } }) = cli.command else {
+        panic!("not hub drain: {cli:?}");
+    };
+    assert_eq!((namespace.as_str(), kubeconfig, output), ("spoke-east", None, crate::preflight::Output::Json));
+    let missing = Cli::from_args(["ferro-ipam", "hub", "drain"]).expect_err("refused");
+    assert!(missing.to_string().contains("--namespace <SPOKE_NS>"), "{missing}");
+    assert!(Cli::from_args(["ferro-ipam", "hub"]).is_err(), "hub alone names no command");
+}

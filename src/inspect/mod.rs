@@ -1,9 +1,11 @@
 //! `ferro-ipam who-has`, `explain` and `top`: answers for an operator, read-only like
-//! `ferro-ipam preflight` and with its output formats.
+//! `ferro-ipam preflight` and with its output formats; and `ferro-ipam hub drain`, the one
+//! command here that writes (it returns a gone spoke's blocks to the hub, see `drain`).
 //!
 //! Each command: load (list calls, the same as preflight's; client required) -> answer (pure:
 //! the controller's own index, built as at start-up, and its own rules) -> print.
 
+mod drain;
 mod explain;
 mod pools;
 mod scrape;
@@ -13,6 +15,7 @@ mod who_has;
 use std::net::IpAddr;
 use std::path::Path;
 
+use anyhow::Context as _;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
@@ -22,6 +25,7 @@ use crate::preflight::{FAILED, Output, build_index, connect};
 
 /// Exit status of an answer.
 pub const ANSWERED: i32 = 0;
+pub use drain::REFUSED;
 
 /// Lists what the answers read, and builds the index from it as the controller does on start.
 async fn load(kubeconfig: Option<&Path>) -> anyhow::Result<(Inventory, Index)> {
@@ -134,6 +138,33 @@ pub async fn top(
         print(output, &top::answer(&inventory, namespace, Timestamp::now(), filling.as_ref()), top::text)
     };
     exit_status("top", answered.await)
+}
+
+/// `ferro-ipam hub drain --namespace SPOKE_NS`: 0 drained, 1 refused, 2 could not look (or a
+/// deletion failed).
+pub async fn hub_drain(kubeconfig: Option<&Path>, namespace: &str, output: Output) -> i32 {
+    let drained = async {
+        let config = crate::client::config(kubeconfig).await?;
+        let server = config.cluster_url.clone();
+        let fence = crate::client::Fence::always_open();
+        let (connection, _) = crate::client::connect(config, fence, crate::client::Timeouts::default(), None)?;
+        connection.client.apiserver_version().await.with_context(|| {
+            format!(
+                "reaching the API server at {server}: check the kubeconfig's server and credentials, and the network"
+            )
+        })?;
+        let clock = connection.clock.clone();
+        let answer = drain::drain(&connection.client, namespace, move || clock.now()).await?;
+        print(output, &answer, drain::text)?;
+        anyhow::Ok(drain::exit_status(&answer))
+    };
+    match drained.await {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!("ferro-ipam hub drain: {error:#}");
+            FAILED
+        }
+    }
 }
 
 #[cfg(test)]
