@@ -16,7 +16,7 @@ use crate::index::{HoldKind, HolderKey, Index, PoolKey, Trigger};
 
 pub use blocks::{BlockFeed, block_holder, block_pool, granted};
 pub use pool_object::PoolObject;
-pub use spoke::{Leaving, SpokePools};
+pub use spoke::SpokePools;
 
 /// The bookkeeping of a watch's listings that both feeds share: which objects the current
 /// listing brought, so that those it did not bring (deleted while the watch was down) are
