@@ -31,6 +31,9 @@ struct Spoke {
     blocks: Option<Vec<IpNet>>,
     /// What keeps the session from the hub now, if anything (for the claims that wait).
     problem: Option<String>,
+    /// Blocks of held addresses that the hub refused because someone else has them (a spoke
+    /// restored from a backup taken before it gave them back): its addresses there are not its.
+    lost: Vec<IpNet>,
 }
 
 /// How a spoke pool is leaving, as last seen.
@@ -158,6 +161,29 @@ impl SpokePools {
     /// What keeps the pool's session from the hub, if anything.
     pub fn problem(&self, key: &PoolKey) -> Option<String> {
         lock(&self.pools).get(key)?.problem.clone()
+    }
+
+    /// Records the blocks the hub refused to give back to the pool because another holds them.
+    /// Wakes the claims holding an address of a block newly lost, which then let it go.
+    pub fn set_lost(&self, key: &PoolKey, mut lost: Vec<IpNet>) {
+        lost.sort();
+        let newly: Vec<IpNet> = {
+            let mut pools = lock(&self.pools);
+            let Some(spoke) = pools.get_mut(key) else { return };
+            let newly = lost.iter().copied().filter(|b| !spoke.lost.contains(b)).collect();
+            spoke.lost = lost;
+            newly
+        };
+        for block in newly {
+            for holder in self.index.holders_in(key, block) {
+                self.index.trigger(crate::index::Trigger::Claim(holder));
+            }
+        }
+    }
+
+    /// The block the hub refused to give back to the pool that holds `ip`, if any.
+    pub fn lost_block(&self, key: &PoolKey, ip: IpAddr) -> Option<IpNet> {
+        lock(&self.pools).get(key)?.lost.iter().find(|b| b.contains(&ip)).copied()
     }
 
     /// Resolves each time a spoke pool appears, changes hub or goes.

@@ -93,6 +93,11 @@ impl Index {
         self.existing_slot(pool).map(|slot| lock(&slot).out_of_range()).unwrap_or_default()
     }
 
+    /// The holders of addresses of `block` in `pool`.
+    pub fn holders_in(&self, pool: &PoolKey, block: IpNet) -> Vec<HolderKey> {
+        self.existing_slot(pool).map(|slot| lock(&slot).holders_in(block)).unwrap_or_default()
+    }
+
     /// Whether a claim or an `IPAddress` of `pool` holds an address of `block`.
     pub fn holds_in(&self, pool: &PoolKey, block: IpNet) -> bool {
         self.existing_slot(pool).is_some_and(|slot| lock(&slot).holds_in(block))

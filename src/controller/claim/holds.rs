@@ -209,5 +209,8 @@ pub fn settled(claim: Arc<IPAddressClaim>, ctx: &Context) -> bool {
         ctx.kube.clock.now(),
     )
     .is_none();
-    says_so && ctx.index.object_hold(pool, holder) == Some(ip) && adopt(pool, holder, ip, true, ctx).is_ok()
+    says_so
+        && ctx.index.object_hold(pool, holder) == Some(ip)
+        && ctx.caches.spokes.lost_block(pool, ip).is_none()
+        && adopt(pool, holder, ip, true, ctx).is_ok()
 }

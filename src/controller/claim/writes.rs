@@ -73,6 +73,9 @@ pub async fn keep(loaded: &Loaded, existing: &IPAddress, pool: &PoolSide, ctx: &
         let message = format!("IPAddress {holder} records {:?}, which is not an IP address", existing.spec.address);
         Unfulfilled::not_ready(ClaimReason::AllocationFailed, message)
     })?;
+    if let Some(block) = ctx.caches.spokes.lost_block(&pool.key, ip) {
+        return give_up_lost(existing, holder, &pool.key, ip, block, ctx).await;
+    }
     // The claim takes over the object's hold, so the address stays reserved whatever happens
     // to the object; unless someone else holds it, or the pool may not hand it out.
     let bound = claim.status.as_ref().and_then(|s| s.address_ref.as_ref()).is_some_and(|r| *r.name == *holder.name);
@@ -124,6 +127,30 @@ async fn discard_unpublished(
         "the claim's IPAddress was never named by its status and another holder has its address: deleting it, then allocating anew"
     );
     // Only the object judged here: a newer one of the same name is left alone.
+    delete_address(ctx, holder, existing).await?;
+    Err(Unfulfilled::Recreating.into())
+}
+
+/// A spoke pool's claim whose address lies in a block the hub refused to give back, because
+/// another holds it (the spoke was restored from a backup taken before it returned the block):
+/// the address is someone else's. Its `IPAddress` goes (that object only), and the claim gets a
+/// new address of this spoke's blocks, instead of keeping one that two machines would share.
+async fn give_up_lost(
+    existing: &IPAddress,
+    holder: &HolderKey,
+    pool: &crate::index::PoolKey,
+    ip: IpAddr,
+    block: ipnet::IpNet,
+    ctx: &Context,
+) -> Result<IpAddr, Failure> {
+    warn!(
+        claim = %holder,
+        %ip,
+        %block,
+        action = "delete IPAddress",
+        "the claim's address lies in a block the hub has leased to another holder (this spoke was restored from an older backup?): deleting its IPAddress, then allocating anew"
+    );
+    ctx.index.set_hold(pool, holder, crate::index::HoldKind::Claim, None);
     delete_address(ctx, holder, existing).await?;
     Err(Unfulfilled::Recreating.into())
 }

@@ -135,6 +135,15 @@ impl PoolEntry {
         self.holdings.addresses().iter().any(|ip| block.contains(ip))
     }
 
+    /// The holders of addresses of `block`.
+    pub fn holders_in(&self, block: IpNet) -> Vec<HolderKey> {
+        self.holdings
+            .iter()
+            .filter(|(_, holds)| holds.addresses().any(|ip| block.contains(&ip)))
+            .map(|(h, _)| h.clone())
+            .collect()
+    }
+
     /// The blocks leased, by holder.
     pub fn leased_blocks(&self) -> impl Iterator<Item = (&HolderKey, &IpNet)> + '_ {
         self.leased.iter()

@@ -390,22 +390,38 @@ async fn a_spoke_restored_from_an_etcd_backup_is_never_served_an_address_another
         report.fail(format!("claims not served within {SERVED_WITHIN:?} of the restore: {unserved:?}"));
     }
 
-    // What became of each deleted-then-restored claim of the blocks given back. Those of X hold
-    // addresses of a block that is spoke-b's: they must not be Ready (AddressConflict or the
-    // like), whether or not spoke-b has handed out the same address yet.
+    // What became of each deleted-then-restored claim of the blocks given back. Those of X held
+    // addresses of a block that is spoke-b's: none may be Ready with an address of X, whether or
+    // not spoke-b has handed out the same address yet (given another address, it may be).
     let fates = fates(&a, &b, &doomed, &x, &free).await;
-    let mut ready_in_x = Vec::new();
     for ((block, status, reason, on_b), claims) in &fates {
         let on_b = if *on_b { ", the same address held by spoke-b" } else { "" };
         report.note(format!(
-            "{} restored claims of {block}: Ready={status} {reason}{on_b}: {}",
+            "{} restored claims that held addresses of {block} in the backup: now Ready={status} {reason}{on_b}: {}",
             claims.len(),
             shorten_list(claims, 6)
         ));
-        if block.starts_with('X') && status == "True" {
-            ready_in_x.extend(claims.iter().cloned());
-        }
     }
+    let (ready_a, bound_a) = (readiness(&a).await, rig::bound(&a).await);
+    let readdressed: Vec<String> = doomed
+        .iter()
+        .filter_map(|(claim, ip)| {
+            let now = bound_a.get(claim)?;
+            (now != ip).then(|| format!("{claim} {ip} -> {now}"))
+        })
+        .collect();
+    if !readdressed.is_empty() {
+        report.note(format!(
+            "{} restored claims were given another address than the backup's (their block is spoke-b's): {}",
+            readdressed.len(),
+            shorten_list(&readdressed, 6)
+        ));
+    }
+    let ready_in_x: Vec<String> = doomed
+        .iter()
+        .filter(|(claim, _)| ready_a.get(claim).is_some_and(|(status, _, _)| status == "True"))
+        .filter_map(|(claim, _)| Some(format!("{claim} {}", bound_a.get(claim).filter(|ip| in_cidr(ip, &x))?)))
+        .collect();
     if !ready_in_x.is_empty() {
         report.fail(format!(
             "{} of spoke-a's restored claims are Ready with addresses of X ({x}), which the hub refused to spoke-a and \

@@ -131,6 +131,20 @@ fn family_of(block: &AddressBlock) -> Family {
     }
 }
 
+/// The specific blocks asked for again that the hub refused because someone else holds them.
+fn lost_blocks(blocks: &[Arc<AddressBlock>]) -> Vec<IpNet> {
+    blocks
+        .iter()
+        .filter(|b| granted(b).is_none())
+        .filter(|b| {
+            b.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| c.type_ == "Granted" && c.status == "False" && c.reason == "BlockNotFree")
+            })
+        })
+        .filter_map(|b| b.spec.cidr.as_deref()?.parse().ok())
+        .collect()
+}
+
 /// The aligned block of `size` addresses that holds `ip`.
 fn block_of(ip: IpAddr, size: u32) -> Option<IpNet> {
     let bits = match ip {
@@ -284,6 +298,7 @@ impl Session {
             }
         }
         self.spokes.set_blocks(&self.key, usable.iter().map(|(_, _, cidr)| *cidr).collect());
+        self.spokes.set_lost(&self.key, lost_blocks(&blocks));
         if self.index.is_ready() {
             let (rooms, waiting) = self.index.room(&self.key);
             self.ask(api, &spec, &rooms, waiting, &pending, state).await;
