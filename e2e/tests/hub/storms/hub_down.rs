@@ -1,6 +1,6 @@
 //! The hub's kube-apiserver SIGKILLed in the middle of the spokes' storms, started again 15 s
 //! later on the same port and flags. Meanwhile the spokes' API servers are up and their storms go
-//! on, and each spoke makes 50 more claims once the hub is down: each spoke serves the claims
+//! on, and each spoke makes 40 more claims once the hub is down: each spoke serves the claims
 //! that fit the free addresses of its blocks, the others wait `WaitingForHub`, and no address
 //! already handed out changes.
 

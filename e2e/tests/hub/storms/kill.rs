@@ -1,4 +1,4 @@
-//! A spoke's ferro-ipam SIGKILLed while hundreds of its claims are being served, started again 5 s
+//! A spoke's ferro-ipam SIGKILLed while hundreds of its claims are being served, started again 3 s
 //! later (a new process, which takes the leader Lease once the dead one's has expired); the
 //! other spoke and the hub keep allocating from the same hub pool meanwhile.
 
@@ -11,7 +11,7 @@ use crate::report::Report;
 
 const POOL: TestPool = TestPool { name: "kill9", cidr: "10.41.0.0/22", prefix: 22, gateway: "10.41.0.1" };
 /// How long the spoke has no ferro-ipam.
-const DEAD_FOR: Duration = Duration::from_secs(5);
+const DEAD_FOR: Duration = Duration::from_secs(3);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_spokes_ferro_ipam_killed_mid_storm_and_started_again_serves_every_claim_without_a_duplicate() {

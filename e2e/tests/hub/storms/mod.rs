@@ -45,12 +45,13 @@ use std::time::Duration;
 pub const STORM_CLAIMS: usize = 300;
 /// Claims the hub makes on its own pool beside the spokes' storms.
 pub const HUB_STORM_CLAIMS: usize = 50;
-/// Claims created per second per cluster: a storm of 300 lasts 7.5 s.
-pub const STORM_RATE: u32 = 40;
+/// Claims created per second per cluster: a storm of 300 lasts 5 s.
+pub const STORM_RATE: u32 = 60;
 /// Claims a spoke cut off from the hub makes once the fault has begun (on top of its storm):
-/// more than any room the hub can have granted it before (its storm's claims and half a block),
-/// so that some of them must wait for the hub.
-pub const SURGE: usize = 50;
+/// more than any room the hub can have granted it before (at most its storm's claims, half a
+/// block at hand and the rest of the last block: 23 more), so that some of them must wait for
+/// the hub.
+pub const SURGE: usize = 40;
 /// The fault begins once the first spoke holds this many addresses of its storm.
 pub const FAULT_AT: usize = 100;
 /// How long the storm may take to reach [`FAULT_AT`].

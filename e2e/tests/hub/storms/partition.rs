@@ -1,6 +1,6 @@
 //! spoke-a cut off from the hub in the middle of its storm: its hub kubeconfig (a Secret of its
 //! own for this test's pool) names a loopback proxy in front of the hub's API server, which
-//! refuses every connection, open or new, for 20 s, then forwards again; spoke-a makes 50 more
+//! refuses every connection, open or new, for 20 s, then forwards again; spoke-a makes 40 more
 //! claims once cut off. spoke-b reaches the hub directly. During the cut spoke-a serves what fits
 //! its blocks, the rest waits `WaitingForHub`, and its `ferro_ipam_hub_reachable` for the pool
 //! is 0; after it, 1 again.
