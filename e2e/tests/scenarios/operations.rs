@@ -309,6 +309,7 @@ fn deploy_base_is_accepted_by_the_api_server_and_runs_hardened() {
     assert_eq!(
         crds,
         [
+            "addressblocks.hub.ferro-ipam.dev",
             "globalinclusterippools.ipam.cluster.x-k8s.io",
             "globalinclusterprefixpools.ipam.cluster.x-k8s.io",
             "inclusterippools.ipam.cluster.x-k8s.io",

@@ -230,8 +230,10 @@ async fn provider_runs_a_full_scenario_with_exactly_the_rbac_deploy_grants() {
     let requests = scrape_stop_and_audit(audited, &mut provider, &s.ns, SERVICE_ACCOUNT);
 
     let mut grants = granted(&find(&objects, "ClusterRole", "ferro-ipam-controller")["rules"]);
-    for (resource, verbs) in granted(&find(&objects, "Role", "ferro-ipam-leader-election")["rules"]) {
-        grants.entry(resource).or_default().extend(verbs);
+    for role in ["ferro-ipam-leader-election", "ferro-ipam-hub-credentials"] {
+        for (resource, verbs) in granted(&find(&objects, "Role", role)["rules"]) {
+            grants.entry(resource).or_default().extend(verbs);
+        }
     }
     let extra = unneeded(&grants, &requests);
     assert!(extra.is_empty(), "granted but never needed in a full scenario: {extra:?}\nrequests: {requests:#?}");
