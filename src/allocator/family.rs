@@ -40,7 +40,7 @@ impl Family {
 
     /// The address whose integer value is `value`; `None` when it does not fit the family.
     #[must_use]
-    pub(super) fn address(self, value: u128) -> Option<IpAddr> {
+    pub fn address(self, value: u128) -> Option<IpAddr> {
         match self {
             Family::V4 => u32::try_from(value).ok().map(|v| IpAddr::V4(Ipv4Addr::from(v))),
             Family::V6 => Some(IpAddr::V6(Ipv6Addr::from(value))),
@@ -72,7 +72,7 @@ impl fmt::Display for Family {
 
 /// The integer value of an address (IPv4 in the low 32 bits).
 #[must_use]
-pub(super) fn value_of(ip: IpAddr) -> u128 {
+pub fn value_of(ip: IpAddr) -> u128 {
     match ip {
         IpAddr::V4(v4) => u128::from(u32::from(v4)),
         IpAddr::V6(v6) => u128::from(v6),

@@ -31,7 +31,7 @@ mod strategy;
 mod tally;
 
 pub use self::entries::{EntryError, EntryKind, EntryRange, FamilySplit, parse_entry, split_by_family};
-pub use self::family::Family;
+pub use self::family::{Family, value_of};
 pub use self::outcome::{AllocateError, Counts, Marked, NotInPool};
 pub use self::pool::{FamilyPool, MAX_LISTED_OUTSIDE};
 pub use self::prefix::{DEFAULT_ALLOCATION_LENGTH, PrefixSpec};

@@ -2,11 +2,9 @@
 //! leased to it are allocatable; the rest of its addresses are excluded until a block brings
 //! them. Held addresses outside every block stay held (as out of range), never dropped.
 
-use std::net::IpAddr;
-
 use ipnet::IpNet;
 
-use crate::allocator::{Family, parse_entry};
+use crate::allocator::{Family, parse_entry, value_of};
 use crate::api::IPPoolSpec;
 
 /// `spec` with every address outside `blocks` excluded, in each family.
@@ -27,20 +25,6 @@ fn extend(excluded: &mut Option<Vec<String>>, more: Vec<String>) {
     }
 }
 
-fn value(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-fn address(family: Family, value: u128) -> IpAddr {
-    match family {
-        Family::V4 => IpAddr::V4(u32::try_from(value).unwrap_or(u32::MAX).into()),
-        Family::V6 => IpAddr::V6(value.into()),
-    }
-}
-
 /// The ranges between the lowest and the highest of `addresses` that no block covers, as
 /// entries. Nothing when an entry does not parse: the spec is refused for that anyway.
 fn exclude_outside(addresses: &[String], blocks: &[IpNet]) -> Vec<String> {
@@ -48,12 +32,12 @@ fn exclude_outside(addresses: &[String], blocks: &[IpNet]) -> Vec<String> {
         return Vec::new();
     };
     let Some(family) = entries.first().map(|e| e.family()) else { return Vec::new() };
-    let low = entries.iter().map(|e| value(e.first())).min().unwrap_or_default();
-    let high = entries.iter().map(|e| value(e.last())).max().unwrap_or_default();
+    let low = entries.iter().map(|e| value_of(e.first())).min().unwrap_or_default();
+    let high = entries.iter().map(|e| value_of(e.last())).max().unwrap_or_default();
     let mut covered: Vec<(u128, u128)> = blocks
         .iter()
         .filter(|b| Family::of(b.network()) == family)
-        .map(|b| (value(b.network()), value(b.broadcast())))
+        .map(|b| (value_of(b.network()), value_of(b.broadcast())))
         .collect();
     covered.sort_unstable();
     let mut gaps = Vec::new();
@@ -71,9 +55,9 @@ fn exclude_outside(addresses: &[String], blocks: &[IpNet]) -> Vec<String> {
         gaps.push((from, high));
     }
     gaps.into_iter()
-        .map(|(a, b)| match a == b {
-            true => address(family, a).to_string(),
-            false => format!("{}-{}", address(family, a), address(family, b)),
+        .filter_map(|(a, b)| match a == b {
+            true => Some(family.address(a)?.to_string()),
+            false => Some(format!("{}-{}", family.address(a)?, family.address(b)?)),
         })
         .collect()
 }

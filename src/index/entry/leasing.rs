@@ -7,40 +7,24 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::{AllocError, PoolEntry};
-use crate::allocator::{Family, FamilyPool};
+use crate::allocator::{Family, FamilyPool, value_of};
 use crate::index::keys::HolderKey;
 
 /// Most candidate blocks looked at for one lease, so that a nearly full IPv6 range cannot keep
 /// the pool's lock for long.
 const MAX_CANDIDATES: u64 = 1 << 16;
 
-/// An address as an integer of its family, and back.
-fn value(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-fn address(family: Family, value: u128) -> IpAddr {
-    match family {
-        // An IPv4 value comes from an IPv4 address plus less than a block, so it fits.
-        Family::V4 => IpAddr::V4(u32::try_from(value).unwrap_or(u32::MAX).into()),
-        Family::V6 => IpAddr::V6(value.into()),
-    }
-}
-
 /// The block of `size` addresses (a power of two) that starts at `first`.
 fn block_at(family: Family, first: u128, size: u128) -> Option<IpNet> {
     let length = u8::try_from(family.bits() as u32 - size.trailing_zeros()).ok()?;
-    IpNet::new(address(family, first), length).ok()
+    IpNet::new(family.address(first)?, length).ok()
 }
 
 /// The addresses of a block, first to last.
 fn addresses_of(block: IpNet) -> impl Iterator<Item = IpAddr> {
     let family = Family::of(block.network());
-    let (first, last) = (value(block.network()), value(block.broadcast()));
-    (first..=last).map(move |v| address(family, v))
+    let (first, last) = (value_of(block.network()), value_of(block.broadcast()));
+    (first..=last).filter_map(move |v| family.address(v))
 }
 
 impl PoolEntry {
@@ -160,7 +144,7 @@ impl PoolEntry {
 }
 
 fn block_size(block: IpNet) -> u128 {
-    value(block.broadcast()) - value(block.network()) + 1
+    value_of(block.broadcast()) - value_of(block.network()) + 1
 }
 
 /// Whether some address of `block` is allocatable and every allocatable one is free.
@@ -174,8 +158,8 @@ fn find_free_block(pool: &FamilyPool, family: Family, size: u128) -> Option<IpNe
     let mut looked = 0u64;
     let ranges: Vec<(IpAddr, IpAddr)> = pool.allocatable_ranges().collect();
     for (first, last) in ranges {
-        let mut start = value(first) & !(size - 1);
-        while start <= value(last) && looked < MAX_CANDIDATES {
+        let mut start = value_of(first) & !(size - 1);
+        while start <= value_of(last) && looked < MAX_CANDIDATES {
             looked += 1;
             if let Some(block) = block_at(family, start, size)
                 && block_is_free(pool, block)
@@ -198,11 +182,11 @@ mod tests {
     #[test]
     fn a_block_at_an_aligned_start_has_the_prefix_of_its_size() {
         assert_eq!(
-            block_at(Family::V4, value("10.0.0.16".parse().unwrap()), 16),
+            block_at(Family::V4, value_of("10.0.0.16".parse().unwrap()), 16),
             Some("10.0.0.16/28".parse().unwrap())
         );
         assert_eq!(
-            block_at(Family::V6, value("fd00::100".parse().unwrap()), 256),
+            block_at(Family::V6, value_of("fd00::100".parse().unwrap()), 256),
             Some("fd00::100/120".parse().unwrap())
         );
         assert_eq!(addresses_of("10.0.0.4/30".parse().unwrap()).count(), 4);
